@@ -1,0 +1,478 @@
+"""The Tokenizer: a byte-level BPE vocabulary you can train, use, save and load.
+
+Its whole state is four fields, as in minbpe:
+
+    merges          {(left_id, right_id): new_id}, in the order they were learned
+    vocab           {id: bytes}, derived: ids 0..255 are single bytes, each merge
+                    adds vocab[left] + vocab[right]
+    pattern         the split regex (chunks are never merged across)
+    special_tokens  {text: id}, taking the ids after the ordinary tokens
+
+Everything that loops over text runs in the Rust core (``bpe._core``); this file
+holds the defaults, validation, the special-token policy and the file format.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Collection, Iterable, Literal, Sequence, Union
+
+from bpe import _core
+from bpe._core import GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN
+
+#: Pattern names accepted wherever a pattern is (tiktoken's names as aliases).
+PATTERNS = {
+    "gpt2": GPT2_PATTERN,
+    "r50k": GPT2_PATTERN,
+    "gpt4": GPT4_PATTERN,
+    "cl100k": GPT4_PATTERN,
+    "gpt4o": GPT4O_PATTERN,
+    "o200k": GPT4O_PATTERN,
+}
+
+ENDOFTEXT = "<|endoftext|>"
+
+PathLike = Union[str, "os.PathLike[str]"]
+Source = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
+
+FILE_MAGIC = "bpe-tokenizer"
+FILE_VERSION = 1
+
+
+class TokenizerFileError(ValueError):
+    """A tokenizer file is truncated, corrupted, or of an unknown format/version."""
+
+
+def resolve_pattern(pattern: str) -> str:
+    """Returns the regex for a pattern name (``"gpt4"``, ``"cl100k"``, ...) or
+    checks and returns a regex given as is.
+
+    A bare word that is not a known name is refused: ``--pattern gpt5`` is far
+    more likely a typo than a regex that matches the literal text "gpt5".
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+    if pattern in PATTERNS:
+        return PATTERNS[pattern]
+    if re.fullmatch(r"[A-Za-z0-9_]+", pattern):
+        names = ", ".join(PATTERNS)
+        raise ValueError(f"unknown pattern name {pattern!r}; use one of {names}, or a regex")
+    _pretokenizer(pattern)  # raises ValueError on an invalid regex
+    return pattern
+
+
+def pattern_name(pattern: str) -> str | None:
+    """The short name of a built-in pattern, else None."""
+    return {GPT2_PATTERN: "gpt2", GPT4_PATTERN: "gpt4", GPT4O_PATTERN: "gpt4o"}.get(pattern)
+
+
+@functools.lru_cache(maxsize=16)
+def _pretokenizer(pattern: str) -> _core.Pretokenizer:
+    return _core.Pretokenizer(pattern)
+
+
+def pretokenize(text: str, pattern: str = "gpt4") -> list[str]:
+    """Splits ``text`` into the chunks BPE works inside: the same list as
+    ``regex.findall(pattern, text)``, computed in Rust."""
+    return _pretokenizer(resolve_pattern(pattern)).findall(text)
+
+
+def _replace_surrogates(text: str) -> str:
+    # Lone surrogates cannot be UTF-8 encoded; tiktoken replaces them with
+    # U+FFFD this way, so we do too (ids then match tiktoken's).
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer. Build one with :meth:`train` or :meth:`load`."""
+
+    def __init__(
+        self,
+        merges: dict[tuple[int, int], int] | Sequence[tuple[int, int]] = (),
+        pattern: str = "gpt4",
+        special_tokens: dict[str, int] | None = None,
+    ):
+        """``merges``: ``{(left, right): new}`` in learning order, or just the
+        ``(left, right)`` pairs in order (new ids are then assigned as training
+        does: the next free id, or the existing id of identical bytes)."""
+        self.pattern = resolve_pattern(pattern)
+        self.merges: dict[tuple[int, int], int] = {}
+        self.vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+        ids = {b: i for i, b in self.vocab.items()}
+        items = merges.items() if isinstance(merges, dict) else ((pair, None) for pair in merges)
+        for (left, right), new in items:
+            if left not in self.vocab or right not in self.vocab:
+                raise ValueError(f"merge ({left}, {right}) uses an id that no earlier merge made")
+            token = self.vocab[left] + self.vocab[right]
+            expected = ids.get(token, len(self.vocab))
+            if new is not None and new != expected:
+                raise ValueError(f"merge ({left}, {right}) -> {new}: expected id {expected}")
+            if expected == len(self.vocab):
+                self.vocab[expected] = token
+                ids[token] = expected
+            self.merges[(left, right)] = expected
+        self.special_tokens: dict[str, int] = dict(special_tokens or {})
+        for text, i in self.special_tokens.items():
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"special tokens must be non-empty str, got {text!r}")
+            if i in self.vocab or not isinstance(i, int) or i < 0:
+                raise ValueError(f"special token {text!r} has id {i}, which is taken or invalid")
+        if len(set(self.special_tokens.values())) != len(self.special_tokens):
+            raise ValueError("two special tokens share an id")
+        self._core = _core.CoreBPE(ids, self.special_tokens, self.pattern)
+
+    # -- training -----------------------------------------------------------
+
+    @classmethod
+    def train(
+        cls,
+        source: Source,
+        vocab_size: int,
+        *,
+        pattern: str = "gpt4",
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+        progress: bool | None = None,
+    ) -> "Tokenizer":
+        """Learns a byte-level BPE vocabulary of ``vocab_size`` tokens.
+
+        ``source``: a ``str`` (the text itself), a path (``pathlib.Path`` or any
+        ``os.PathLike``) to a UTF-8 text file, or an iterable of ``str`` texts
+        and/or paths. Each text and each file is one document. Everything is
+        streamed: memory grows with the number of distinct chunks, not with the
+        corpus. (A plain ``str`` is always text; wrap file names in ``Path``.)
+
+        ``vocab_size`` counts everything: the 256 byte tokens, the merges, and
+        the special tokens, which take the last ids (GPT-2's 50257 = 256 +
+        50000 merges + 1). If the corpus runs out of pairs first, training stops
+        early with a warning, and the tokenizer is smaller.
+
+        Merge order is deterministic: the most frequent pair wins; ties go to
+        the pair whose (left token bytes, right token bytes) is lexicographically
+        smallest. The same corpus and arguments give the same merges on any
+        machine, thread count and hash seed.
+
+        ``progress``: show progress bars on stderr (default: when it is a terminal).
+        """
+        pattern = resolve_pattern(pattern)
+        specials = _check_special_tokens(special_tokens)
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+            raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
+        minimum = 256 + len(specials)
+        if vocab_size < minimum:
+            raise ValueError(
+                f"vocab_size {vocab_size} is too small: it must be at least {minimum} "
+                f"(256 byte tokens + {len(specials)} special tokens)"
+            )
+        if progress is None:
+            progress = sys.stderr.isatty()
+
+        trainer = _core.Trainer(pattern)
+        _feed(trainer, source, progress)
+        target = vocab_size - len(specials)
+        merges = trainer.train(target, progress)
+        n_ordinary = 256 + len({new for _, _, new in merges})
+        if n_ordinary < target:
+            warnings.warn(
+                f"the corpus ran out of pairs to merge: the vocabulary has "
+                f"{n_ordinary + len(specials)} tokens, not the {vocab_size} asked for",
+                stacklevel=2,
+            )
+        special_ids = {s: n_ordinary + i for i, s in enumerate(specials)}
+        return cls({(l, r): n for l, r, n in merges}, pattern, special_ids)
+
+    # -- state --------------------------------------------------------------
+
+    @property
+    def n_vocab(self) -> int:
+        """Number of ids: one more than the largest id."""
+        return max([*self.vocab, *self.special_tokens.values()]) + 1
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        return set(self.special_tokens)
+
+    def __repr__(self) -> str:
+        name = pattern_name(self.pattern) or "custom"
+        return f"<Tokenizer n_vocab={self.n_vocab} pattern={name} special_tokens={list(self.special_tokens)}>"
+
+    # -- encoding -----------------------------------------------------------
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encodes text, treating special-token text as ordinary text."""
+        try:
+            return self._core.encode_ordinary(text)
+        except UnicodeEncodeError:
+            return self._core.encode_ordinary(_replace_surrogates(text))
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encodes text, with tiktoken's special-token semantics.
+
+        Special tokens in ``allowed_special`` become their ids. Text matching a
+        special token in ``disallowed_special`` (default: every special token
+        not allowed) raises ``ValueError``: such text in training data is
+        usually a mistake. Special tokens in neither set are encoded as text.
+        """
+        allowed = self._allowed(allowed_special)
+        self._check_disallowed(text, allowed, disallowed_special)
+        try:
+            return self._core.encode(text, list(allowed))
+        except UnicodeEncodeError:
+            return self._core.encode(_replace_surrogates(text), list(allowed))
+
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        num_threads: int | None = None,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[list[int]]:
+        """Encodes many texts in parallel (``num_threads``: default all cores)."""
+        if isinstance(texts, str):
+            raise TypeError("encode_batch takes a list of str; for one text use encode()")
+        texts = list(texts)
+        allowed = self._allowed(allowed_special)
+        for text in texts:
+            self._check_disallowed(text, allowed, disallowed_special)
+        threads = 0 if num_threads is None else int(num_threads)
+        if threads < 0:
+            raise ValueError("num_threads must be positive (or None for all cores)")
+        try:
+            return self._core.encode_batch(texts, list(allowed), threads)
+        except UnicodeEncodeError:
+            texts = [_replace_surrogates(t) for t in texts]
+            return self._core.encode_batch(texts, list(allowed), threads)
+
+    def _allowed(self, allowed_special) -> set[str]:
+        if allowed_special == "all":
+            return set(self.special_tokens)
+        return set(allowed_special)
+
+    def _check_disallowed(self, text: str, allowed: set[str], disallowed_special) -> None:
+        if disallowed_special == "all":
+            disallowed = set(self.special_tokens) - allowed
+        else:
+            disallowed = set(disallowed_special)
+        if not disallowed:
+            return
+        try:
+            found = self._core.find_special(text, sorted(disallowed))
+        except UnicodeEncodeError:
+            found = self._core.find_special(_replace_surrogates(text), sorted(disallowed))
+        if found is not None:
+            raise ValueError(
+                f"the text contains the special token {found!r}, which is disallowed.\n"
+                f"To encode it as the special token, pass allowed_special={{{found!r}}} "
+                f"(or allowed_special='all').\n"
+                f"To encode it as ordinary text, pass disallowed_special=() "
+                f"or use encode_ordinary()."
+            )
+
+    # -- decoding -----------------------------------------------------------
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The bytes of a token sequence (may end mid-character)."""
+        try:
+            return self._core.decode_bytes(ids if isinstance(ids, list) else list(ids))
+        except (OverflowError, TypeError) as e:
+            raise ValueError(
+                f"token ids must be ints in 0..{self.n_vocab - 1}: {e}"
+            ) from None
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """Decodes ids to text; ``errors`` is as for ``bytes.decode`` (default
+        ``"replace"``: a sequence cut mid-character still decodes)."""
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    def token_bytes(self, id: int) -> bytes:
+        """The bytes of one token."""
+        try:
+            return self._core.token_bytes(id)
+        except (OverflowError, TypeError) as e:
+            raise ValueError(f"token id must be an int in 0..{self.n_vocab - 1}: {e}") from None
+
+    # -- files --------------------------------------------------------------
+
+    def save(self, path: PathLike) -> None:
+        """Writes the tokenizer to one text file (format in README.md),
+        atomically: a crash mid-save leaves the old file, never a partial one."""
+        lines = [
+            f"{FILE_MAGIC} v{FILE_VERSION}",
+            f"pattern {json.dumps(self.pattern)}",
+            f"special_tokens {len(self.special_tokens)}",
+            *(f"{json.dumps(t)} {i}" for t, i in self.special_tokens.items()),
+            f"merges {len(self.merges)}",
+            *(f"{l} {r}" for (l, r) in self.merges),
+        ]
+        body = "\n".join(lines) + "\n"
+        digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        atomic_write_text(path, body + f"sha256 {digest}\n")
+
+    @classmethod
+    def load(cls, path: PathLike) -> "Tokenizer":
+        """Reads a file written by :meth:`save`. A missing, truncated,
+        corrupted or wrong-version file raises an error naming the file."""
+        path = os.fspath(path)
+        with open(path, "rb") as f:
+            raw = f.read()
+        return cls._parse(raw, path)
+
+    @classmethod
+    def _parse(cls, raw: bytes, name: str) -> "Tokenizer":
+        def fail(why: str) -> TokenizerFileError:
+            return TokenizerFileError(f"{name}: {why}")
+
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail("not a bpe tokenizer file (not UTF-8 text)") from None
+        lines = text.split("\n")
+        if not lines[0].startswith(FILE_MAGIC + " v"):
+            raise fail(f"not a bpe tokenizer file (it does not start with '{FILE_MAGIC} v{FILE_VERSION}')")
+        if lines[0] != f"{FILE_MAGIC} v{FILE_VERSION}":
+            raise fail(
+                f"unsupported format version {lines[0][len(FILE_MAGIC) + 1:]!r}; this bpe "
+                f"reads v{FILE_VERSION} (upgrade bpe to read newer files)"
+            )
+        # The checksum line closes the file: without it the file is truncated.
+        if len(lines) < 2 or lines[-1] != "" or not lines[-2].startswith("sha256 "):
+            raise fail("truncated (the closing sha256 line is missing)")
+        body = "\n".join(lines[:-2]) + "\n"
+        if hashlib.sha256(body.encode("utf-8")).hexdigest() != lines[-2][len("sha256 "):]:
+            raise fail("corrupted (its sha256 checksum does not match its content)")
+        try:
+            it = iter(lines[1:-2])
+            key, _, value = next(it).partition(" ")
+            if key != "pattern":
+                raise ValueError("expected the 'pattern' line")
+            pattern = json.loads(value)
+            key, _, value = next(it).partition(" ")
+            if key != "special_tokens":
+                raise ValueError("expected the 'special_tokens' line")
+            specials = {}
+            for _ in range(int(value)):
+                tok_json, _, i = next(it).rpartition(" ")
+                specials[json.loads(tok_json)] = int(i)
+            key, _, value = next(it).partition(" ")
+            if key != "merges":
+                raise ValueError("expected the 'merges' line")
+            n = int(value)
+            merges = []
+            for _ in range(n):
+                l, r = next(it).split(" ")
+                merges.append((int(l), int(r)))
+            if next(it, None) is not None:
+                raise ValueError("unexpected lines after the merges")
+            return cls(merges, pattern, specials)
+        except StopIteration:
+            raise fail("truncated (fewer lines than its header announces)") from None
+        except (ValueError, TypeError) as e:
+            raise fail(f"corrupted: {e}") from None
+
+    # -- pickling (DataLoader workers, multiprocessing) ---------------------
+
+    def __reduce__(self):
+        return (Tokenizer, (self.merges, self.pattern, self.special_tokens))
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, Tokenizer)
+            and list(self.merges.items()) == list(other.merges.items())
+            and self.pattern == other.pattern
+            and self.special_tokens == other.special_tokens
+        )
+
+    __hash__ = None  # mutable state
+
+
+def _check_special_tokens(special_tokens: Collection[str]) -> list[str]:
+    if isinstance(special_tokens, str):
+        special_tokens = [special_tokens]
+    specials = list(special_tokens)
+    for s in specials:
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"special tokens must be non-empty str, got {s!r}")
+    dupes = sorted({s for s in specials if specials.count(s) > 1})
+    if dupes:
+        raise ValueError(f"duplicate special tokens: {dupes}")
+    return specials
+
+
+# Documents are handed to Rust in batches of about this many characters: big
+# enough to keep all cores busy, small enough to bound memory when streaming.
+_BATCH_CHARS = 8 << 20
+
+
+def _feed(trainer: _core.Trainer, source: Source, progress: bool) -> None:
+    """Streams ``source`` into the trainer (see Tokenizer.train)."""
+    if isinstance(source, str):
+        trainer.feed_texts([source])
+        return
+    if isinstance(source, (bytes, bytearray)):
+        raise TypeError("source must be text (str) or paths, not bytes; decode it first")
+    if isinstance(source, os.PathLike):
+        source = [source]
+    batch: list[str] = []
+    size = 0
+    files: list[str] = []
+    for i, item in enumerate(source):
+        if isinstance(item, str):
+            batch.append(item)
+            size += len(item)
+            if size >= _BATCH_CHARS:
+                trainer.feed_texts(batch)
+                batch, size = [], 0
+        elif isinstance(item, os.PathLike):
+            files.append(check_readable_file(item))
+        else:
+            raise TypeError(f"source item {i} is a {type(item).__name__}; expected str (text) or a path")
+    if batch:
+        trainer.feed_texts(batch)
+    if files:
+        trainer.feed_files(files, progress)
+
+
+def check_readable_file(path: PathLike) -> str:
+    """Returns the path as str, or raises a clear error if it is not a readable file."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise IsADirectoryError(f"{p} is a directory, not a text file")
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"{p}: no such file")
+    if not os.access(p, os.R_OK):
+        raise PermissionError(f"{p}: permission denied")
+    return p
+
+
+def atomic_write_text(path: PathLike, text: str) -> None:
+    """Writes a file atomically: to a temporary file beside it, flushed to
+    disk, then renamed over the target (rename is atomic on POSIX)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".bpe-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

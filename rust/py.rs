@@ -1,0 +1,267 @@
+//! Python bindings: type conversion, GIL release, progress bars and error
+//! mapping only. The algorithms live in the other files.
+//!
+//! Every entry point runs its Rust work inside `guard`, which turns a panic into
+//! a Python `RuntimeError` instead of pyo3's `PanicException` (a
+//! `BaseException` that `except Exception` does not catch), so a bug in the
+//! core can never take the Python process down.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::encode::{Encoder, Rank};
+use crate::pretokenize::{self, Splitter};
+use crate::train::{self, ChunkCounts};
+
+/// The marker error a progress callback returns when Ctrl-C was pressed.
+const INTERRUPTED: &str = "\u{0}interrupted";
+
+/// Runs `f`, mapping a panic to `RuntimeError` and an error string to `ValueError`.
+fn guard<T>(f: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) if e == INTERRUPTED => Err(PyKeyboardInterrupt::new_err("interrupted")),
+        Ok(Err(e)) => Err(PyValueError::new_err(e)),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(PyRuntimeError::new_err(format!(
+                "internal error in the bpe Rust core: {msg} (please report this)"
+            )))
+        }
+    }
+}
+
+/// Checks for Ctrl-C from a thread that released the GIL.
+fn check_interrupt() -> Result<(), String> {
+    Python::with_gil(|py| py.check_signals()).map_err(|_| INTERRUPTED.to_string())
+}
+
+/// A progress bar on stderr, or a hidden one when `show` is false. indicatif
+/// also hides it by itself when stderr is not a terminal.
+fn bar(show: bool, len: Option<u64>, template: &str, msg: &str) -> ProgressBar {
+    let pb = match len {
+        Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr()),
+        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+    };
+    if !show {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb.set_style(ProgressStyle::with_template(template).unwrap());
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+/// Splits text with a pattern: `regex.findall`, in Rust.
+#[pyclass(module = "bpe._core", frozen)]
+struct Pretokenizer {
+    splitter: Splitter,
+}
+
+#[pymethods]
+impl Pretokenizer {
+    #[new]
+    fn new(pattern: &str) -> PyResult<Self> {
+        Ok(Pretokenizer { splitter: guard(|| Splitter::new(pattern))? })
+    }
+
+    fn findall(&self, py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
+        py.allow_threads(|| {
+            guard(|| Ok(self.splitter.findall(text)?.into_iter().map(String::from).collect()))
+        })
+    }
+}
+
+/// Accumulates chunk counts from texts and files, then learns merges.
+#[pyclass(module = "bpe._core")]
+struct Trainer {
+    splitter: Splitter,
+    counts: ChunkCounts,
+}
+
+#[pymethods]
+impl Trainer {
+    #[new]
+    fn new(pattern: &str) -> PyResult<Self> {
+        Ok(Trainer { splitter: guard(|| Splitter::new(pattern))?, counts: ChunkCounts::default() })
+    }
+
+    /// Counts a batch of documents (each str is one document), all cores, GIL released.
+    fn feed_texts(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
+        let splitter = &self.splitter;
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
+            guard(|| {
+                let docs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let batch = train::count_documents(splitter, &docs, false)?;
+                *counts = train::merge_counts(std::mem::take(counts), batch);
+                Ok(())
+            })
+        })
+    }
+
+    /// Streams UTF-8 files and counts their chunks, with a progress bar.
+    fn feed_files(&mut self, py: Python<'_>, paths: Vec<PathBuf>, progress: bool) -> PyResult<()> {
+        let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let splitter = &self.splitter;
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
+            guard(|| {
+                let pb = bar(
+                    progress,
+                    Some(total),
+                    "{msg:>10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                    "counting",
+                );
+                let batch = train::count_files(splitter, &paths, |n| {
+                    pb.inc(n);
+                    check_interrupt()
+                })?;
+                pb.finish_and_clear();
+                *counts = train::merge_counts(std::mem::take(counts), batch);
+                Ok(())
+            })
+        })
+    }
+
+    /// Number of distinct chunks counted so far.
+    fn n_chunks(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Learns merges up to `target` ordinary tokens. Returns `(left, right, new)` triples.
+    /// The counts are consumed.
+    fn train(&mut self, py: Python<'_>, target: usize, progress: bool) -> PyResult<Vec<(u32, u32, u32)>> {
+        let counts = std::mem::take(&mut self.counts);
+        py.allow_threads(|| {
+            guard(|| {
+                let pb = bar(
+                    progress,
+                    Some(target.saturating_sub(256) as u64),
+                    "{msg:>10} [{bar:30}] {pos}/{len} merges {per_sec} eta {eta}",
+                    "merging",
+                );
+                let merges = train::learn_merges(counts, target, |size| {
+                    pb.set_position((size - 256) as u64);
+                    if size % 1024 == 0 {
+                        check_interrupt()?;
+                    }
+                    Ok(())
+                })?;
+                pb.finish_and_clear();
+                Ok(merges.into_iter().map(|m| (m.left, m.right, m.new)).collect())
+            })
+        })
+    }
+}
+
+/// An encoder: vocabulary (bytes -> rank), special tokens and split pattern.
+#[pyclass(module = "bpe._core", frozen)]
+struct CoreBPE {
+    enc: Encoder,
+}
+
+/// Python's `allowed_special` arrives as a set of str.
+fn allowed_set(allowed: Vec<String>) -> FxHashSet<String> {
+    allowed.into_iter().collect()
+}
+
+#[pymethods]
+impl CoreBPE {
+    #[new]
+    fn new(ranks: &Bound<'_, PyDict>, special_tokens: FxHashMap<String, Rank>, pattern: &str) -> PyResult<Self> {
+        let mut r: FxHashMap<Vec<u8>, Rank> = FxHashMap::default();
+        r.reserve(ranks.len());
+        for (k, v) in ranks.iter() {
+            r.insert(k.downcast::<PyBytes>()?.as_bytes().to_vec(), v.extract::<Rank>()?);
+        }
+        Ok(CoreBPE { enc: guard(|| Encoder::new(r, special_tokens, pattern))? })
+    }
+
+    fn encode_ordinary(&self, py: Python<'_>, text: &str) -> PyResult<Vec<Rank>> {
+        py.allow_threads(|| guard(|| self.enc.encode_ordinary(text)))
+    }
+
+    fn encode(&self, py: Python<'_>, text: &str, allowed_special: Vec<String>) -> PyResult<Vec<Rank>> {
+        let allowed = allowed_set(allowed_special);
+        py.allow_threads(|| guard(|| self.enc.encode(text, &allowed)))
+    }
+
+    /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        allowed_special: Vec<String>,
+        num_threads: usize,
+    ) -> PyResult<Vec<Vec<Rank>>> {
+        use rayon::prelude::*;
+        let allowed = allowed_set(allowed_special);
+        py.allow_threads(|| {
+            guard(|| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(num_threads)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                pool.install(|| texts.par_iter().map(|t| self.enc.encode(t, &allowed)).collect())
+            })
+        })
+    }
+
+    /// The first of `tokens` found in `text` (leftmost), or None.
+    fn find_special(&self, py: Python<'_>, text: &str, tokens: Vec<String>) -> PyResult<Option<String>> {
+        py.allow_threads(|| guard(|| Ok(self.enc.find_special(text, &tokens).map(String::from))))
+    }
+
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<Rank>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = py.allow_threads(|| {
+            guard(|| {
+                self.enc.decode_bytes(&ids).map_err(|id| {
+                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab())
+                })
+            })
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    fn token_bytes<'py>(&self, py: Python<'py>, id: Rank) -> PyResult<Bound<'py, PyBytes>> {
+        match self.enc.token_bytes(id) {
+            Some(b) => Ok(PyBytes::new(py, b)),
+            None => Err(PyValueError::new_err(format!(
+                "unknown token id {id}: this vocabulary has ids 0..{}",
+                self.enc.n_vocab()
+            ))),
+        }
+    }
+}
+
+/// Deliberately panics inside the core, to test that a panic surfaces as a
+/// Python exception (tests only).
+#[pyfunction]
+fn _panic_for_tests() -> PyResult<()> {
+    guard(|| -> Result<(), String> { panic!("provoked panic") })
+}
+
+#[pymodule]
+#[pyo3(name = "_core")]
+fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("GPT2_PATTERN", pretokenize::GPT2_PATTERN)?;
+    m.add("GPT4_PATTERN", pretokenize::GPT4_PATTERN)?;
+    m.add("GPT4O_PATTERN", pretokenize::GPT4O_PATTERN)?;
+    m.add_class::<Pretokenizer>()?;
+    m.add_class::<Trainer>()?;
+    m.add_class::<CoreBPE>()?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,167 @@
+"""Encoding and decoding: round trips, special tokens, long pieces, errors."""
+
+import threading
+import time
+
+import pytest
+from hypothesis import given, strategies as st
+
+import bpe
+from bpe import Tokenizer, reference
+from conftest import CORPORA, CORPUS_FILES
+
+SPECIALS = ("<|endoftext|>", "<|fim|>")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    text = (CORPORA / "tinyshakespeare.txt").read_text()[:300_000]
+    text += (CORPORA / "multilingual_udhr.txt").read_text()[:200_000]
+    return Tokenizer.train(text, 1200, special_tokens=SPECIALS, progress=False)
+
+
+@given(text=st.text())  # any Unicode without lone surrogates
+def test_round_trip(tok, text):
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.decode_bytes(tok.encode_ordinary(text)) == text.encode("utf-8")
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name)
+def test_corpora_round_trip_and_reference(tok, path):
+    text = path.read_text(encoding="utf-8")
+    ids = tok.encode_ordinary(text)
+    assert tok.decode(ids) == text
+    # The spec, on a slice (the reference is slow).
+    ranks = {b: i for i, b in tok.vocab.items()}
+    assert tok.encode_ordinary(text[:20_000]) == reference.encode(text[:20_000], ranks, tok.pattern)
+
+
+def test_special_tokens_default_disallowed(tok):
+    with pytest.raises(ValueError, match=r"allowed_special=\{'<\|endoftext\|>'\}") as e:
+        tok.encode("hello <|endoftext|> world")
+    assert "encode_ordinary" in str(e.value)
+
+
+def test_special_tokens_allowed(tok):
+    eot, fim = tok.special_tokens["<|endoftext|>"], tok.special_tokens["<|fim|>"]
+    ids = tok.encode("a<|endoftext|>b<|fim|>", allowed_special="all")
+    assert ids == tok.encode("a") + [eot] + tok.encode("b") + [fim]
+    ids = tok.encode("a<|endoftext|>b<|fim|>", allowed_special={"<|fim|>"}, disallowed_special=())
+    assert ids == tok.encode_ordinary("a<|endoftext|>b") + [fim]
+    # Only the allowed one is special; the other is refused unless disallowed_special says otherwise.
+    with pytest.raises(ValueError, match="<\\|endoftext\\|>"):
+        tok.encode("a<|endoftext|>b<|fim|>", allowed_special={"<|fim|>"})
+    # disallowed_special=() turns the check off: special text becomes ordinary text.
+    assert tok.encode("x<|fim|>", disallowed_special=()) == tok.encode_ordinary("x<|fim|>")
+    assert tok.decode(ids) == "a<|endoftext|>b<|fim|>"
+
+
+@given(
+    parts=st.lists(st.one_of(st.sampled_from(SPECIALS), st.text(max_size=10)), max_size=8),
+)
+def test_special_tokens_hypothesis(tok, parts):
+    text = "".join(parts)
+    ids = tok.encode(text, allowed_special="all")
+    assert tok.decode(ids) == text
+    # Split by hand at the special tokens: the same ids.
+    expected, rest = [], text
+    while rest:
+        hits = [(rest.find(s), s) for s in SPECIALS if s in rest]
+        if not hits:
+            expected += tok.encode_ordinary(rest)
+            break
+        pos, s = min(hits)
+        expected += tok.encode_ordinary(rest[:pos]) + [tok.special_tokens[s]]
+        rest = rest[pos + len(s):]
+    assert ids == expected
+
+
+def test_lone_surrogates_replaced_like_tiktoken(tok):
+    assert tok.encode("a\ud800b") == tok.encode("a\ufffdb")
+    assert tok.encode_batch(["a\udfffb"]) == [tok.encode("a\ufffdb")]
+
+
+def test_long_piece_is_not_quadratic(tok):
+    # One million identical letters are one chunk; the O(n²) merge would take
+    # hours. Correctness: the ids decode back, and agree with the reference's
+    # merge on a shorter run (the heap and scan merges switch at 128 bytes).
+    t0 = time.perf_counter()
+    ids = tok.encode("a" * 1_000_000)
+    assert time.perf_counter() - t0 < 30  # generous: O(n log n) takes well under a second
+    assert tok.decode(ids) == "a" * 1_000_000
+    ranks = {b: i for i, b in tok.vocab.items()}
+    for n in (127, 128, 129, 1000, 3001):
+        for s in ("a" * n, "ab" * n, "é" * n, "🙂" * n):
+            assert tok.encode_ordinary(s) == reference.encode(s, ranks, tok.pattern)
+
+
+def test_encode_batch(tok):
+    texts = [p.read_text()[:50_000] for p in CORPUS_FILES] * 3
+    expected = [tok.encode_ordinary(t) for t in texts]
+    assert tok.encode_batch(texts) == expected
+    assert tok.encode_batch(texts, num_threads=1) == expected
+    assert tok.encode_batch(texts, num_threads=2) == expected
+    with pytest.raises(ValueError, match="<\\|fim\\|>"):
+        tok.encode_batch(["ok", "not <|fim|> ok"])
+    assert tok.encode_batch(["a<|fim|>"], allowed_special="all")[0][-1] == tok.special_tokens["<|fim|>"]
+    with pytest.raises(TypeError, match="list of str"):
+        tok.encode_batch("one text")
+
+
+def test_threads_share_one_tokenizer(tok):
+    texts = [p.read_text()[:30_000] for p in CORPUS_FILES]
+    expected = [tok.encode_ordinary(t) for t in texts]
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append([tok.encode_ordinary(t) for t in texts])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert results == [expected] * 8
+
+
+def test_decode(tok):
+    ids = tok.encode("naïve café")
+    assert tok.decode(ids) == "naïve café"
+    b = tok.decode_bytes(ids)
+    # Cut mid-character: every bytes.decode error handler works.
+    cut = b[: b.index("ï".encode()) + 1]
+    cut_ids = tok.encode_ordinary(cut.decode("utf-8", "ignore"))
+    partial = cut_ids + [0xC3]  # the byte token 0xC3 alone: half of a 2-byte character
+    assert tok.decode(partial) == cut.decode("utf-8", "ignore") + "\ufffd"
+    assert tok.decode(partial, errors="ignore") == cut.decode("utf-8", "ignore")
+    assert tok.decode(partial, errors="backslashreplace").endswith("\\xc3")
+    assert tok.decode(partial, errors="surrogateescape").endswith("\udcc3")
+    with pytest.raises(UnicodeDecodeError):
+        tok.decode(partial, errors="strict")
+    assert tok.token_bytes(ids[0]) == tok.vocab[ids[0]]
+    assert tok.token_bytes(tok.special_tokens["<|fim|>"]) == b"<|fim|>"
+    assert tok.decode([]) == ""
+
+
+@pytest.mark.parametrize("bad", [[10**6], [-1], [2**40], ["x"], [1.5]])
+def test_decode_bad_ids(tok, bad):
+    with pytest.raises((ValueError, TypeError), match="token id|ints in"):
+        tok.decode(bad)
+
+
+def test_token_bytes_bad_id(tok):
+    with pytest.raises(ValueError, match=f"unknown token id {tok.n_vocab}"):
+        tok.token_bytes(tok.n_vocab)
+    with pytest.raises(ValueError):
+        tok.token_bytes(-1)
+
+
+def test_panic_becomes_python_exception():
+    # A Rust panic must never take down the interpreter: it surfaces as an
+    # ordinary RuntimeError that `except Exception` catches.
+    with pytest.raises(RuntimeError, match="internal error in the bpe Rust core: provoked panic"):
+        bpe._core._panic_for_tests()
