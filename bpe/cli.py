@@ -10,6 +10,7 @@ import argparse
 import os
 import re
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 from bpe.tokenizer import PATTERNS, Tokenizer, atomic_write_text, check_readable_file, pattern_name
@@ -27,7 +28,8 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]i?)?\s*", text.replace("_", "").replace(",", ""))
     if not m:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; write e.g. 50000, 50k or 32Ki")
-    value = float(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+    # Decimal, not float: 1.001 * 1000 must be exactly 1001.
+    value = Decimal(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
     if value != int(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens")
     return int(value)
@@ -98,6 +100,8 @@ def cmd_decode(args: argparse.Namespace) -> None:
 
 def cmd_info(args: argparse.Namespace) -> None:
     tok = _load(args.tokenizer)
+    # Read FILE before printing anything: a bad FILE gives one error line only.
+    text = _read_text(check_readable_file(args.file)) if args.file else None
     print(f"file:            {args.tokenizer}")
     print(f"vocab size:      {tok.n_vocab}")
     print(f"merges:          {len(tok.merges)}")
@@ -106,8 +110,7 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(f"special tokens:  {specials}")
     longest = max(tok.vocab.values(), key=len)
     print(f"longest token:   {len(longest)} bytes: {longest!r}")
-    if args.file:
-        text = _read_text(check_readable_file(args.file))
+    if text is not None:
         n_bytes = len(text.encode("utf-8"))
         n_tokens = len(tok.encode_ordinary(text))
         ratio = n_bytes / n_tokens if n_tokens else float("nan")

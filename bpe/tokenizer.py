@@ -19,8 +19,9 @@ import hashlib
 import json
 import os
 import re
+import secrets
+import stat
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Collection, Iterable, Literal, Sequence, Union
@@ -460,10 +461,17 @@ def check_readable_file(path: PathLike) -> str:
 
 def atomic_write_text(path: PathLike, text: str) -> None:
     """Writes a file atomically: to a temporary file beside it, flushed to
-    disk, then renamed over the target (rename is atomic on POSIX)."""
+    disk, then renamed over the target (rename is atomic on POSIX). A crash or
+    Ctrl-C at any point leaves either the old file or the new one."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bpe-", suffix=".tmp", dir=directory)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # keep the mode of the file we replace
+    except FileNotFoundError:
+        mode = 0o666  # as open() would; the kernel applies the umask
+    # Not tempfile.mkstemp: it forces mode 0600 on the result.
+    tmp = os.path.join(directory, f".bpe-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)

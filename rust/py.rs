@@ -228,7 +228,7 @@ impl CoreBPE {
         let bytes = py.allow_threads(|| {
             guard(|| {
                 self.enc.decode_bytes(&ids).map_err(|id| {
-                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab())
+                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab() - 1)
                 })
             })
         })?;
@@ -240,7 +240,7 @@ impl CoreBPE {
             Some(b) => Ok(PyBytes::new(py, b)),
             None => Err(PyValueError::new_err(format!(
                 "unknown token id {id}: this vocabulary has ids 0..{}",
-                self.enc.n_vocab()
+                self.enc.n_vocab() - 1
             ))),
         }
     }

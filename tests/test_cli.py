@@ -1,0 +1,544 @@
+"""The `bpe` command line, run the way a user runs it: in a child process.
+
+Most tests use ``python -m bpe`` (the interpreter running the tests); one runs
+the installed ``bpe`` console script. Failures must end with a non-zero exit
+status, one line on stderr, no traceback and no partial output file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bpe
+from bpe.cli import parse_size
+
+CORPORA = Path(__file__).resolve().parents[1] / "corpora"
+SHAKESPEARE = CORPORA / "tinyshakespeare.txt"
+MULTILINGUAL = CORPORA / "multilingual_udhr.txt"
+
+CORPUS_BYTES = 200_000  # enough text for 1Ki tokens
+CUSTOM_PATTERN = r"\s+|\w+|[^\s\w]+"
+
+
+def run(*args, cwd, stdin: str | None = None, exe: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Runs the CLI; stdout and stderr come back as str, decoded as UTF-8
+    without newline translation (so a CRLF in the output stays a CRLF)."""
+    command = (exe or [sys.executable, "-m", "bpe"]) + [os.fspath(a) for a in args]
+    env = dict(os.environ, PYTHONUTF8="1")
+    result = subprocess.run(
+        command,
+        cwd=cwd,
+        input=None if stdin is None else stdin.encode("utf-8"),
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    result.stdout = result.stdout.decode("utf-8")
+    result.stderr = result.stderr.decode("utf-8")
+    return result
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, f"exit {result.returncode}; stderr:\n{result.stderr}"
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess, *, usage: bool = False, stdout_ok: bool = False) -> str:
+    """A failure as a user should see it; returns the error line."""
+    assert "Traceback" not in result.stderr, result.stderr
+    if not stdout_ok:
+        assert result.stdout == "", "a failed command printed output"
+    lines = result.stderr.splitlines()
+    if usage:
+        # argparse: usage lines, then one error line, exit status 2.
+        assert result.returncode == 2, result.stderr
+        assert lines and lines[0].startswith("usage: bpe")
+        assert "error:" in lines[-1]
+        assert all("error:" not in l for l in lines[:-1])
+    else:
+        assert result.returncode != 0
+        assert result.returncode == 1, result.stderr
+        assert len(lines) == 1, f"expected one line on stderr, got:\n{result.stderr}"
+        assert lines[0].startswith("bpe: error: ")
+    return lines[-1]
+
+
+def no_temp_files(directory: Path) -> bool:
+    return not list(directory.glob(".bpe-*.tmp"))
+
+
+# -- fixtures ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="module")
+def corpus(workdir) -> Path:
+    text = SHAKESPEARE.read_bytes()[:CORPUS_BYTES].decode("utf-8", errors="ignore")
+    path = workdir / "corpus.txt"
+    path.write_text(text, encoding="utf-8", newline="")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tok_path(workdir, corpus) -> Path:
+    """A 500-token tokenizer trained once through the CLI."""
+    path = workdir / "tok.bpe"
+    ok(run("train", corpus, "--vocab", "500", "-o", path, "-q", cwd=workdir))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tok(tok_path) -> bpe.Tokenizer:
+    return bpe.Tokenizer.load(tok_path)
+
+
+@pytest.fixture(scope="module")
+def sample(workdir) -> Path:
+    """A UTF-8 file with text the tokenizer did not see, including non-Latin
+    scripts, emoji, CRLF and the special token's text."""
+    shakespeare = SHAKESPEARE.read_bytes()[CORPUS_BYTES : CORPUS_BYTES + 5000].decode("utf-8", errors="ignore")
+    multilingual = MULTILINGUAL.read_text(encoding="utf-8")
+    middle = len(multilingual) // 2
+    text = (
+        shakespeare
+        + multilingual[middle : middle + 2000]
+        + "\r\nemoji 🙂👍🏽 and <|endoftext|> as text\n\n  trailing spaces   "
+    )
+    path = workdir / "sample.txt"
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def bad_utf8(workdir) -> Path:
+    path = workdir / "latin1.txt"
+    path.write_bytes(b"hello\xff\xfeworld")
+    return path
+
+
+@pytest.fixture(scope="module")
+def corrupt_tok(workdir, tok_path) -> Path:
+    """The tokenizer file with one digit of one merge line changed."""
+    lines = tok_path.read_text(encoding="utf-8").split("\n")
+    i = next(i for i, l in enumerate(lines) if l.startswith("merges ")) + 10
+    lines[i] = str((int(lines[i][0]) + 1) % 10) + lines[i][1:]
+    path = workdir / "corrupt.bpe"
+    path.write_text("\n".join(lines), encoding="utf-8", newline="")
+    return path
+
+
+# -- train -------------------------------------------------------------------
+
+
+def test_train(tmp_path, corpus):
+    out = tmp_path / "out.bpe"
+    result = ok(run("train", corpus, "--vocab", "500", "-o", out, cwd=tmp_path))
+    assert result.stdout == ""  # the summary goes to stderr
+    assert str(out) in result.stderr and "500" in result.stderr
+
+    tok = bpe.Tokenizer.load(out)
+    assert tok.n_vocab == 500
+    assert tok.special_tokens == {"<|endoftext|>": 499}
+    assert tok.pattern == bpe.GPT4_PATTERN
+    # The CLI trains exactly what the Python API trains.
+    assert tok == bpe.Tokenizer.train(corpus, 500, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bpe"]
+
+
+def test_train_default_output_name(tmp_path, corpus):
+    ok(run("train", corpus, "--vocab", "300", "-q", cwd=tmp_path))
+    assert bpe.Tokenizer.load(tmp_path / "tokenizer.bpe").n_vocab == 300
+
+
+def test_train_quiet_is_silent(tmp_path, corpus):
+    result = ok(run("train", corpus, "--vocab", "300", "-o", tmp_path / "q.bpe", "-q", cwd=tmp_path))
+    assert result.stdout == "" and result.stderr == ""
+
+
+def test_train_several_files(tmp_path, corpus):
+    text = corpus.read_text(encoding="utf-8")
+    half = len(text) // 2
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(text[:half], encoding="utf-8", newline="")
+    b.write_text(text[half:], encoding="utf-8", newline="")
+    ok(run("train", a, b, "--vocab", "400", "-o", tmp_path / "ab.bpe", "-q", cwd=tmp_path))
+    expected = bpe.Tokenizer.train([a, b], 400, progress=False)
+    assert bpe.Tokenizer.load(tmp_path / "ab.bpe") == expected
+
+
+@pytest.mark.parametrize("vocab, n", [("1k", 1000), ("1Ki", 1024), ("0.5Ki", 512), ("600", 600)])
+def test_train_vocab_forms(vocab, n, tmp_path, corpus):
+    out = tmp_path / "v.bpe"
+    ok(run("train", corpus, "--vocab", vocab, "-o", out, "-q", cwd=tmp_path))
+    tok = bpe.Tokenizer.load(out)
+    assert tok.n_vocab == n
+    assert len(tok.merges) == n - 256 - 1
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("50k", 50 * 1000),
+        ("50000", 50000),
+        ("32Ki", 32 * 1024),
+        ("1.5k", 1500),
+        ("1K", 1000),
+        ("2M", 2 * 1000**2),
+        ("1Mi", 1024**2),
+        ("0.5Ki", 1024 // 2),
+        ("50_000", 50000),
+        ("50,000", 50000),
+        (" 50k ", 50000),
+        ("256", 256),
+    ],
+)
+def test_parse_size(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["banana", "", "k", "Ki", "-5", "1e3", "1.5", "0.1Ki", "50kb", "50 thousand", "1.2.3k", "0x100", "kk1"],
+)
+def test_parse_size_rejects(text):
+    with pytest.raises(argparse.ArgumentTypeError) as info:
+        parse_size(text)
+    assert repr(text) in str(info.value)
+
+
+@pytest.mark.parametrize("text, value", [("1.001k", 1001), ("1.005k", 1005), ("1.003M", 1_003_000)])
+def test_parse_size_exact_decimals(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [("gpt2", bpe.GPT2_PATTERN), ("gpt4o", bpe.GPT4O_PATTERN), ("cl100k", bpe.GPT4_PATTERN), (CUSTOM_PATTERN, CUSTOM_PATTERN)],
+    ids=["gpt2", "gpt4o", "cl100k", "custom"],
+)
+def test_train_pattern(pattern, expected, tmp_path, corpus):
+    out = tmp_path / "p.bpe"
+    ok(run("train", corpus, "--vocab", "400", "--pattern", pattern, "-o", out, "-q", cwd=tmp_path))
+    assert bpe.Tokenizer.load(out).pattern == expected
+    assert f"pattern {json.dumps(expected)}\n" in out.read_text(encoding="utf-8")
+    assert bpe.Tokenizer.load(out) == bpe.Tokenizer.train(corpus, 400, pattern=expected, progress=False)
+
+
+def test_train_special_tokens(tmp_path, corpus):
+    out = tmp_path / "s.bpe"
+    ok(run("train", corpus, "--vocab", "500", "--special", "<|a|>", "--special", "<|b b|>", "-o", out, "-q",
+           cwd=tmp_path))
+    tok = bpe.Tokenizer.load(out)
+    assert list(tok.special_tokens.items()) == [("<|a|>", 498), ("<|b b|>", 499)]
+    assert tok.n_vocab == 500
+    assert tok.encode("x<|b b|>", allowed_special="all")[-1] == 499
+
+
+def test_train_no_special(tmp_path, corpus):
+    out = tmp_path / "n.bpe"
+    ok(run("train", corpus, "--vocab", "500", "--no-special", "-o", out, "-q", cwd=tmp_path))
+    tok = bpe.Tokenizer.load(out)
+    assert tok.special_tokens == {}
+    assert tok.n_vocab == 500
+    assert len(tok.merges) == 500 - 256
+
+
+# -- encode / decode / info ----------------------------------------------------
+
+
+def parse_ids(line: str) -> list[int]:
+    return [int(x) for x in line.split()]
+
+
+def test_encode_to_stdout(workdir, tok_path, tok, sample):
+    result = ok(run("encode", "-t", tok_path, sample, cwd=workdir))
+    lines = result.stdout.split("\n")
+    assert lines[-1] == "" and len(lines) == 2  # one line of ids per file
+    ids = parse_ids(lines[0])
+    text = sample.read_bytes().decode("utf-8")
+    assert tok.decode(ids) == text
+    # Special-token text in a file is ordinary text unless --allow-special.
+    assert tok.special_tokens["<|endoftext|>"] not in ids
+    assert ids == tok.encode_ordinary(text)
+
+
+def test_encode_several_files(workdir, tok_path, tok, sample, corpus):
+    result = ok(run("encode", "-t", tok_path, sample, corpus, cwd=workdir))
+    lines = result.stdout.split("\n")
+    assert len(lines) == 3 and lines[-1] == ""
+    assert tok.decode(parse_ids(lines[0])) == sample.read_bytes().decode("utf-8")
+    assert tok.decode(parse_ids(lines[1])) == corpus.read_bytes().decode("utf-8")
+
+
+def test_encode_allow_special(workdir, tok_path, tok, sample):
+    result = ok(run("encode", "-t", tok_path, sample, "--allow-special", cwd=workdir))
+    ids = parse_ids(result.stdout)
+    text = sample.read_bytes().decode("utf-8")
+    assert ids == tok.encode(text, allowed_special="all")
+    assert tok.special_tokens["<|endoftext|>"] in ids
+    assert tok.decode(ids) == text
+
+
+def test_encode_out(tmp_path, tok_path, tok, sample):
+    out = tmp_path / "ids.txt"
+    result = ok(run("encode", "-t", tok_path, sample, "--out", out, cwd=tmp_path))
+    assert result.stdout == ""
+    stdout = ok(run("encode", "-t", tok_path, sample, cwd=tmp_path)).stdout
+    assert out.read_text(encoding="utf-8") == stdout
+    assert tok.decode(parse_ids(out.read_text(encoding="utf-8"))) == sample.read_bytes().decode("utf-8")
+    assert no_temp_files(tmp_path)
+
+
+def test_decode_stdin(workdir, tok_path, tok, sample):
+    text = sample.read_bytes().decode("utf-8")
+    ids = ok(run("encode", "-t", tok_path, sample, cwd=workdir)).stdout
+    result = ok(run("decode", "-t", tok_path, cwd=workdir, stdin=ids))
+    assert result.stdout == text
+    # "-" means stdin too; ids may be spread over lines.
+    spread = "\n".join(ids.split())
+    assert ok(run("decode", "-t", tok_path, "-", cwd=workdir, stdin=spread)).stdout == text
+
+
+def test_decode_file(tmp_path, tok_path, sample):
+    ids_file = tmp_path / "ids.txt"
+    ok(run("encode", "-t", tok_path, sample, "--out", ids_file, cwd=tmp_path))
+    result = ok(run("decode", "-t", tok_path, ids_file, cwd=tmp_path))
+    assert result.stdout == sample.read_bytes().decode("utf-8")
+
+
+def test_decode_empty_input(workdir, tok_path):
+    assert ok(run("decode", "-t", tok_path, cwd=workdir, stdin="")).stdout == ""
+
+
+def test_info(workdir, tok_path, tok):
+    out = ok(run("info", "-t", tok_path, cwd=workdir)).stdout
+    m = re.search(r"vocab size:\s*(\d+)", out)
+    assert m and int(m.group(1)) == tok.n_vocab == 500
+    assert "<|endoftext|>" in out
+    assert "bytes per token" not in out
+
+
+def test_info_with_file(workdir, tok_path, tok, sample):
+    out = ok(run("info", "-t", tok_path, sample, cwd=workdir)).stdout
+    m = re.search(r"vocab size:\s*(\d+)", out)
+    assert m and int(m.group(1)) == tok.n_vocab
+    m = re.search(r"(\d+(?:\.\d+)?) bytes per token", out)
+    assert m, out
+    text = sample.read_bytes().decode("utf-8")
+    expected = len(text.encode("utf-8")) / len(tok.encode_ordinary(text))
+    assert float(m.group(1)) == pytest.approx(expected, abs=0.0006)
+    assert 1.0 < float(m.group(1)) < 10.0
+
+
+def _console_script() -> str | None:
+    here = shutil.which("bpe", path=os.path.dirname(sys.executable))
+    return here or shutil.which("bpe")
+
+
+def test_console_script(tmp_path, corpus, sample):
+    script = _console_script()
+    if script is None:
+        pytest.skip("the `bpe` console script is not on PATH (package not installed with pip?)")
+    out = tmp_path / "script.bpe"
+    ok(run("train", corpus, "--vocab", "350", "-o", out, "-q", cwd=tmp_path, exe=[script]))
+    tok = bpe.Tokenizer.load(out)
+    assert tok == bpe.Tokenizer.train(corpus, 350, progress=False)
+
+    via_script = ok(run("encode", "-t", out, sample, cwd=tmp_path, exe=[script])).stdout
+    via_module = ok(run("encode", "-t", out, sample, cwd=tmp_path)).stdout
+    assert via_script == via_module
+    decoded = ok(run("decode", "-t", out, cwd=tmp_path, exe=[script], stdin=via_script)).stdout
+    assert decoded == sample.read_bytes().decode("utf-8")
+
+    failed = run("encode", "-t", out, tmp_path / "missing.txt", cwd=tmp_path, exe=[script])
+    assert "missing.txt" in assert_clean_failure(failed)
+
+
+def test_help(workdir):
+    result = ok(run("--help", cwd=workdir))
+    for command in ("train", "encode", "decode", "info"):
+        assert command in result.stdout
+
+
+# -- bad input ---------------------------------------------------------------
+
+# Each case: the arguments, with {placeholders} filled in by the test; pieces
+# of text the error line must contain; optionally whether it is an argparse
+# usage error (exit status 2) and what to send on stdin. Commands that would
+# write a file write it to {out} (or {out_in_missing_dir}), which must not
+# exist afterwards.
+BAD_INPUT = {
+    "train-missing-file": (["train", "{missing}", "--vocab", "500", "-o", "{out}"], ["{missing}"]),
+    "train-directory": (["train", "{dir}", "--vocab", "500", "-o", "{out}"], ["{dir}", "directory"]),
+    "train-not-utf8": (["train", "{bad_utf8}", "--vocab", "500", "-o", "{out}"], ["{bad_utf8}", "offset 5"]),
+    "train-one-bad-file-of-two": (
+        ["train", "{corpus}", "{bad_utf8}", "--vocab", "500", "-o", "{out}"],
+        ["{bad_utf8}", "offset 5"],
+    ),
+    "train-vocab-too-small": (["train", "{corpus}", "--vocab", "100", "-o", "{out}"], ["100", "257"]),
+    "train-vocab-too-small-for-specials": (
+        ["train", "{corpus}", "--vocab", "257", "--special", "<|a|>", "--special", "<|b|>", "-o", "{out}"],
+        ["257", "258"],
+    ),
+    "train-vocab-too-small-no-special": (
+        ["train", "{corpus}", "--vocab", "255", "--no-special", "-o", "{out}"],
+        ["255", "256"],
+    ),
+    "train-vocab-banana": (["train", "{corpus}", "--vocab", "banana", "-o", "{out}"], ["banana"], True),
+    "train-vocab-missing": (["train", "{corpus}", "-o", "{out}"], ["--vocab"], True),
+    "train-no-files": (["train", "--vocab", "500", "-o", "{out}"], [], True),
+    "train-pattern-unknown-name": (
+        ["train", "{corpus}", "--vocab", "500", "--pattern", "nosuchname", "-o", "{out}"],
+        ["nosuchname"],
+    ),
+    "train-pattern-invalid-regex": (
+        ["train", "{corpus}", "--vocab", "500", "--pattern", "((", "-o", "{out}"],
+        ["(("],
+    ),
+    "train-duplicate-special": (
+        ["train", "{corpus}", "--vocab", "500", "--special", "<|x|>", "--special", "<|x|>", "-o", "{out}"],
+        ["<|x|>"],
+    ),
+    "train-empty-special": (["train", "{corpus}", "--vocab", "500", "--special", "", "-o", "{out}"], []),
+    "train-output-dir-missing": (
+        ["train", "{corpus}", "--vocab", "500", "-o", "{out_in_missing_dir}"],
+        ["{out_in_missing_dir}"],
+    ),
+    "train-output-is-directory": (["train", "{corpus}", "--vocab", "500", "-o", "{dir}"], ["{dir}"]),
+    "encode-missing-file": (["encode", "-t", "{tok}", "{missing}", "--out", "{out}"], ["{missing}"]),
+    "encode-directory": (["encode", "-t", "{tok}", "{dir}", "--out", "{out}"], ["{dir}"]),
+    "encode-not-utf8": (["encode", "-t", "{tok}", "{bad_utf8}", "--out", "{out}"], ["{bad_utf8}", "offset 5"]),
+    "encode-not-utf8-stdout": (["encode", "-t", "{tok}", "{corpus}", "{bad_utf8}"], ["{bad_utf8}", "offset 5"]),
+    "encode-second-file-bad": (
+        ["encode", "-t", "{tok}", "{corpus}", "{bad_utf8}", "--out", "{out}"],
+        ["{bad_utf8}"],
+    ),
+    "encode-corrupt-tokenizer": (["encode", "-t", "{corrupt}", "{corpus}", "--out", "{out}"], ["{corrupt}"]),
+    "encode-tokenizer-is-text": (["encode", "-t", "{corpus}", "{corpus}", "--out", "{out}"], ["{corpus}"]),
+    "encode-missing-tokenizer": (["encode", "-t", "{missing}", "{corpus}", "--out", "{out}"], ["{missing}"]),
+    "encode-output-dir-missing": (
+        ["encode", "-t", "{tok}", "{corpus}", "--out", "{out_in_missing_dir}"],
+        ["{out_in_missing_dir}"],
+    ),
+    "encode-no-tokenizer": (["encode", "{corpus}", "--out", "{out}"], ["-t"], True),
+    "decode-not-ids": (["decode", "-t", "{tok}"], [], False, "12 34 hello 56"),
+    "decode-id-out-of-range": (["decode", "-t", "{tok}"], ["99999"], False, "1 2 99999"),
+    "decode-negative-id": (["decode", "-t", "{tok}"], [], False, "1 -2 3"),
+    "decode-corrupt-tokenizer": (["decode", "-t", "{corrupt}"], ["{corrupt}"], False, "1 2 3"),
+    "decode-missing-file": (["decode", "-t", "{tok}", "{missing}"], ["{missing}"]),
+    "decode-not-utf8": (["decode", "-t", "{tok}", "{bad_utf8}"], ["{bad_utf8}", "offset 5"]),
+    "info-corrupt-tokenizer": (["info", "-t", "{corrupt}"], ["{corrupt}"]),
+    "info-empty-tokenizer-file": (["info", "-t", "{empty}"], ["{empty}"]),
+    "info-not-utf8": (["info", "-t", "{tok}", "{bad_utf8}"], ["{bad_utf8}", "offset 5"]),
+    "info-missing-file": (["info", "-t", "{tok}", "{missing}"], ["{missing}"]),
+    "no-command": ([], [], True),
+    "unknown-command": (["tokenize", "{corpus}"], ["tokenize"], True),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT), ids=list(BAD_INPUT))
+def test_bad_input(case, tmp_path, corpus, tok_path, corrupt_tok, bad_utf8):
+    args, fragments, *rest = BAD_INPUT[case]
+    usage = rest[0] if rest else False
+    stdin = rest[1] if len(rest) > 1 else None
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "empty.bpe").write_bytes(b"")
+    places = {
+        "missing": tmp_path / "no-such-file.txt",
+        "dir": tmp_path / "a-directory",
+        "bad_utf8": bad_utf8,
+        "corpus": corpus,
+        "tok": tok_path,
+        "corrupt": corrupt_tok,
+        "empty": tmp_path / "empty.bpe",
+        "out": tmp_path / "out.file",
+        "out_in_missing_dir": tmp_path / "no-such-dir" / "out.file",
+    }
+    fill = lambda s: s.format(**{k: str(v) for k, v in places.items()})
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    result = run(*map(fill, args), cwd=tmp_path, stdin=stdin)
+
+    # `info` prints the tokenizer's description before it reads FILE; that is
+    # allowed to reach stdout (it is not an output file).
+    error = assert_clean_failure(result, usage=usage, stdout_ok=case.startswith("info-"))
+    for fragment in fragments:
+        assert fill(fragment) in error, f"{fill(fragment)!r} not in {error!r}"
+    # No output, partial or otherwise, and no stray temporary files.
+    assert not places["out"].exists()
+    assert not places["out_in_missing_dir"].parent.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert no_temp_files(tmp_path)
+    # The inputs are untouched.
+    assert places["dir"].is_dir() and list(places["dir"].iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["train", "encode"])
+def test_failure_keeps_existing_output(command, tmp_path, corpus, tok_path, bad_utf8):
+    """A failed run leaves a previous output file exactly as it was."""
+    out = tmp_path / "existing.out"
+    out.write_bytes(b"previous contents\n")
+    if command == "train":
+        args = ["train", corpus, bad_utf8, "--vocab", "500", "-o", out]
+    else:
+        args = ["encode", "-t", tok_path, corpus, bad_utf8, "--out", out]
+    assert_clean_failure(run(*args, cwd=tmp_path))
+    assert out.read_bytes() == b"previous contents\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.out"]
+
+
+def test_decode_negative_id_message_names_range(workdir, tok_path, tok):
+    """Both ends of the range are reported the same way (negative ids get 0..n_vocab-1)."""
+    low = assert_clean_failure(run("decode", "-t", tok_path, cwd=workdir, stdin="-1"))
+    assert f"0..{tok.n_vocab - 1}" in low
+
+
+def test_decode_too_large_message_names_largest_id(workdir, tok_path, tok):
+    high = assert_clean_failure(run("decode", "-t", tok_path, cwd=workdir, stdin=str(tok.n_vocab)))
+    assert f"0..{tok.n_vocab - 1}" in high
+    assert f"0..{tok.n_vocab}" not in high.replace(f"0..{tok.n_vocab - 1}", "")
+
+
+def _read_only_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "read-only"
+    directory.mkdir()
+    directory.chmod(0o555)
+    probe = directory / "probe"
+    try:
+        probe.write_bytes(b"")
+    except PermissionError:
+        return directory
+    probe.unlink()
+    directory.chmod(0o755)
+    pytest.skip("chmod does not stop writes here (running as root?), so a read-only directory cannot be made")
+
+
+@pytest.mark.parametrize("command", ["train", "encode"])
+def test_read_only_output_directory(command, tmp_path, corpus, tok_path):
+    directory = _read_only_dir(tmp_path)
+    out = directory / "out.file"
+    try:
+        if command == "train":
+            result = run("train", corpus, "--vocab", "500", "-o", out, cwd=tmp_path)
+        else:
+            result = run("encode", "-t", tok_path, corpus, "--out", out, cwd=tmp_path)
+        error = assert_clean_failure(result)
+        assert str(out) in error
+        assert list(directory.iterdir()) == []
+    finally:
+        directory.chmod(0o755)
