@@ -91,7 +91,7 @@ pub fn count_documents(splitter: &Splitter, docs: &[&str], force_cut: bool) -> R
 
 /// How many bytes of a file are read at a time. The block is cut back to its
 /// last safe cut point and the rest carried into the next block.
-const BLOCK_BYTES: usize = 32 << 20;
+const BLOCK_BYTES: usize = 8 << 20;
 
 /// Streams UTF-8 text files and counts their chunks. Memory: one block plus
 /// the counts. `on_bytes` gets the number of bytes done after each block and

@@ -91,10 +91,10 @@ def test_sources_are_equivalent(tmp_path):
 
 
 def test_file_streaming_cuts_blocks_exactly(tmp_path, monkeypatch):
-    # A file larger than one read block (32 MiB) is cut at safe points; the
+    # A file larger than one read block (8 MiB) is cut at safe points; the
     # merges must equal those of the whole text counted at once.
     text = (CORPORA / "tinyshakespeare.txt").read_text()
-    big = text * 31  # ~34.6 MB: more than one block
+    big = text * 31  # ~34.6 MB: several blocks
     f = tmp_path / "big.txt"
     f.write_text(big, encoding="utf-8")
     from_file = Tokenizer.train(f, 400, progress=False)
