@@ -6,7 +6,18 @@
     'hello world'
 """
 
-from bpe._core import GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN
+try:
+    from bpe._core import GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN
+except ModuleNotFoundError as e:  # pragma: no cover - depends on how it was installed
+    if e.name != "bpe._core":
+        raise
+    import os as _os
+
+    raise ImportError(
+        f"bpe's compiled Rust core is missing from {_os.path.dirname(__file__)}. This usually "
+        "means Python imported the source tree (you are inside the repository) instead of the "
+        "installed package: run `pip install -e .` here, or run Python from another directory."
+    ) from None
 from bpe.tokenizer import (
     ENDOFTEXT,
     PATTERNS,
