@@ -8,6 +8,7 @@
 //! `py.rs` (feature `python`) holds the Python bindings only.
 
 pub mod encode;
+pub mod lexer;
 pub mod pretokenize;
 pub mod train;
 

@@ -3,9 +3,10 @@
 //! Byte-level BPE never merges across chunk boundaries. The chunks come from a
 //! regular expression: GPT-2, GPT-4 and GPT-4o each ship one (below, byte for
 //! byte as tiktoken has them). They use look-ahead (`\s+(?!\S)`) and possessive
-//! quantifiers, which the linear-time `regex` crate lacks, so we use
-//! `fancy-regex` — the same engine and version tiktoken uses, which keeps our
-//! splits identical to tiktoken's.
+//! quantifiers, which the linear-time `regex` crate lacks. For these three we
+//! run hand-written lexers (`lexer.rs`: several times faster, and they never
+//! give up on long inputs); any other pattern runs on `fancy-regex`, the
+//! engine tiktoken uses.
 //!
 //! The second half of this file finds *safe cut points*: places where a long
 //! document can be cut into segments that are split independently (for
@@ -13,6 +14,8 @@
 //! changing a single chunk.
 
 use fancy_regex::Regex;
+
+use crate::lexer::Lexer;
 
 /// GPT-2 (`r50k_base`, also `p50k_base`) split pattern, as in tiktoken.
 pub const GPT2_PATTERN: &str =
@@ -40,19 +43,26 @@ pub const GPT4O_PATTERN: &str = concat!(
 
 /// A compiled split pattern.
 pub struct Splitter {
-    regex: Regex,
+    engine: Engine,
     pattern: String,
-    /// True for the three built-in patterns, for which cutting a text at
-    /// [`is_safe_cut`] points is proven not to change any chunk (see there).
-    known: bool,
+}
+
+enum Engine {
+    /// One of the three built-in patterns.
+    Lexer(Lexer),
+    /// Any other pattern.
+    Regex(Regex),
 }
 
 impl Splitter {
     pub fn new(pattern: &str) -> Result<Self, String> {
-        let regex = Regex::new(pattern)
-            .map_err(|e| format!("invalid split pattern {pattern:?}: {e}"))?;
-        let known = [GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN].contains(&pattern);
-        Ok(Splitter { regex, pattern: pattern.to_string(), known })
+        let engine = match Lexer::for_pattern(pattern) {
+            Some(lexer) => Engine::Lexer(lexer),
+            None => Engine::Regex(
+                Regex::new(pattern).map_err(|e| format!("invalid split pattern {pattern:?}: {e}"))?,
+            ),
+        };
+        Ok(Splitter { engine, pattern: pattern.to_string() })
     }
 
     pub fn pattern(&self) -> &str {
@@ -61,8 +71,10 @@ impl Splitter {
 
     /// Whether a text may be cut at safe cut points and split piece by piece
     /// with the same result as splitting it whole.
+    /// True for the three built-in patterns, for which cutting a text at
+    /// [`is_safe_cut`] points is proven not to change any chunk (see there).
     pub fn cuttable(&self) -> bool {
-        self.known
+        matches!(self.engine, Engine::Lexer(_))
     }
 
     /// Calls `f` on every non-empty chunk of `text`, left to right.
@@ -74,27 +86,33 @@ impl Splitter {
         text: &'t str,
         mut f: impl FnMut(&'t str),
     ) -> Result<(), String> {
-        for m in self.regex.find_iter(text) {
-            let m = m.map_err(|e| {
-                format!("the split pattern failed on this text ({e}); try a simpler pattern")
-            })?;
-            if !m.as_str().is_empty() {
-                f(m.as_str());
+        self.for_each_match(text, |m| {
+            if !m.is_empty() {
+                f(m)
             }
-        }
-        Ok(())
+        })
     }
 
     /// All chunks of `text` (empty matches included, as `regex.findall` returns them).
     pub fn findall<'t>(&self, text: &'t str) -> Result<Vec<&'t str>, String> {
         let mut out = Vec::new();
-        for m in self.regex.find_iter(text) {
-            let m = m.map_err(|e| {
-                format!("the split pattern failed on this text ({e}); try a simpler pattern")
-            })?;
-            out.push(m.as_str());
-        }
+        self.for_each_match(text, |m| out.push(m))?;
         Ok(out)
+    }
+
+    fn for_each_match<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) -> Result<(), String> {
+        match &self.engine {
+            Engine::Lexer(lexer) => lexer.for_each_chunk(text, f),
+            Engine::Regex(regex) => {
+                for m in regex.find_iter(text) {
+                    let m = m.map_err(|e| {
+                        format!("the split pattern failed on this text ({e}); try a simpler pattern")
+                    })?;
+                    f(m.as_str());
+                }
+            }
+        }
+        Ok(())
     }
 }
 
