@@ -14,6 +14,8 @@ holds the defaults, validation, the special-token policy and the file format.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import hashlib
 import json
@@ -100,35 +102,52 @@ class Tokenizer:
         merges: dict[tuple[int, int], int] | Sequence[tuple[int, int]] = (),
         pattern: str = "gpt4",
         special_tokens: dict[str, int] | None = None,
+        *,
+        ranks: dict[bytes, int] | None = None,
     ):
-        """``merges``: ``{(left, right): new}`` in learning order, or just the
+        """Build from a merge list or from ranks.
+
+        ``merges``: ``{(left, right): new}`` in learning order, or just the
         ``(left, right)`` pairs in order (new ids are then assigned as training
-        does: the next free id, or the existing id of identical bytes)."""
+        does: the next free id, or the existing id of identical bytes). Ids
+        0..255 are the single bytes.
+
+        ``ranks``: instead of merges, a tiktoken-style ``{token bytes: rank}``
+        (ids are the ranks; they may have holes). The merge list is recovered
+        from the ranks when something needs it (see :attr:`merges`).
+        """
         self.pattern = resolve_pattern(pattern)
-        self.merges: dict[tuple[int, int], int] = {}
-        self.vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
-        ids = {b: i for i, b in self.vocab.items()}
-        items = merges.items() if isinstance(merges, dict) else ((pair, None) for pair in merges)
-        for (left, right), new in items:
-            if left not in self.vocab or right not in self.vocab:
-                raise ValueError(f"merge ({left}, {right}) uses an id that no earlier merge made")
-            token = self.vocab[left] + self.vocab[right]
-            expected = ids.get(token, len(self.vocab))
-            if new is not None and new != expected:
-                raise ValueError(f"merge ({left}, {right}) -> {new}: expected id {expected}")
-            if expected == len(self.vocab):
-                self.vocab[expected] = token
-                ids[token] = expected
-            self.merges[(left, right)] = expected
+        if ranks is not None:
+            if merges:
+                raise ValueError("give merges or ranks, not both")
+            self.vocab = _vocab_from_ranks(ranks)
+            self._merges: dict[tuple[int, int], int] | None = None  # recovered on demand
+        else:
+            self.vocab, self._merges = _replay(merges)
+        self._from_merges = ranks is None
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         for text, i in self.special_tokens.items():
             if not isinstance(text, str) or not text:
                 raise ValueError(f"special tokens must be non-empty str, got {text!r}")
-            if i in self.vocab or not isinstance(i, int) or i < 0:
-                raise ValueError(f"special token {text!r} has id {i}, which is taken or invalid")
+            if isinstance(i, bool) or not isinstance(i, int) or i < 0 or i in self.vocab:
+                raise ValueError(f"special token {text!r} has id {i!r}, which is taken or invalid")
         if len(set(self.special_tokens.values())) != len(self.special_tokens):
             raise ValueError("two special tokens share an id")
-        self._core = _core.CoreBPE(ids, self.special_tokens, self.pattern)
+        self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern)
+
+    @property
+    def merges(self) -> dict[tuple[int, int], int]:
+        """``{(left, right): new}`` in order. For a vocabulary loaded from ranks
+        (tiktoken), recovered on first use: a token of rank r is the merge of
+        the two parts BPE makes of its bytes with the ranks below r. Raises
+        ``ValueError`` if some token is not such a merge (encoding still works;
+        only exports that need merges, like ``save_huggingface``, do not)."""
+        if self._merges is None:
+            self._merges = {(l, r): n for l, r, n in self._core.recover_merges()}
+        return self._merges
+
+    def _ranks(self) -> dict[bytes, int]:
+        return {b: i for i, b in self.vocab.items()}
 
     # -- training -----------------------------------------------------------
 
@@ -316,9 +335,14 @@ class Tokenizer:
             f"pattern {json.dumps(self.pattern)}",
             f"special_tokens {len(self.special_tokens)}",
             *(f"{json.dumps(t)} {i}" for t, i in self.special_tokens.items()),
-            f"merges {len(self.merges)}",
-            *(f"{l} {r}" for (l, r) in self.merges),
         ]
+        if self._from_merges:
+            lines += [f"merges {len(self.merges)}", *(f"{l} {r}" for (l, r) in self.merges)]
+        else:
+            # A rank vocabulary (e.g. from tiktoken): its ids need not follow
+            # the byte-level layout that merge replay assumes, so store the
+            # ranks themselves, as .tiktoken files do.
+            lines += [f"ranks {len(self.vocab)}", *_tiktoken_lines(self.vocab)]
         body = "\n".join(lines) + "\n"
         digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
         atomic_write_text(path, body + f"sha256 {digest}\n")
@@ -369,16 +393,20 @@ class Tokenizer:
                 tok_json, _, i = next(it).rpartition(" ")
                 specials[json.loads(tok_json)] = int(i)
             key, _, value = next(it).partition(" ")
-            if key != "merges":
-                raise ValueError("expected the 'merges' line")
-            n = int(value)
-            merges = []
-            for _ in range(n):
-                l, r = next(it).split(" ")
-                merges.append((int(l), int(r)))
+            if key == "merges":
+                merges = []
+                for _ in range(int(value)):
+                    l, r = next(it).split(" ")
+                    merges.append((int(l), int(r)))
+                ranks = None
+            elif key == "ranks":
+                merges = ()
+                ranks = _parse_tiktoken_lines(next(it) for _ in range(int(value)))
+            else:
+                raise ValueError("expected the 'merges' or 'ranks' line")
             if next(it, None) is not None:
-                raise ValueError("unexpected lines after the merges")
-            return cls(merges, pattern, specials)
+                raise ValueError("unexpected lines after the vocabulary")
+            return cls(merges, pattern, specials, ranks=ranks)
         except StopIteration:
             raise fail("truncated (fewer lines than its header announces)") from None
         except (ValueError, TypeError) as e:
@@ -387,17 +415,153 @@ class Tokenizer:
     # -- pickling (DataLoader workers, multiprocessing) ---------------------
 
     def __reduce__(self):
-        return (Tokenizer, (self.merges, self.pattern, self.special_tokens))
+        if self._from_merges:
+            return (Tokenizer, (self.merges, self.pattern, self.special_tokens))
+        return (_from_ranks, (self._ranks(), self.pattern, self.special_tokens))
 
     def __eq__(self, other) -> bool:
+        # The vocabulary (with its ids), the pattern and the special tokens
+        # determine every encoding.
         return (
             isinstance(other, Tokenizer)
-            and list(self.merges.items()) == list(other.merges.items())
+            and self.vocab == other.vocab
             and self.pattern == other.pattern
             and self.special_tokens == other.special_tokens
         )
 
+    # -- tiktoken interop ---------------------------------------------------
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        src,
+        *,
+        pattern: str | None = None,
+        special_tokens: dict[str, int] | None = None,
+    ) -> "Tokenizer":
+        """A Tokenizer with a tiktoken vocabulary; encodes id for id as tiktoken.
+
+        ``src`` is one of:
+          * a ``tiktoken.Encoding``;
+          * an encoding name, loaded through tiktoken (which reads
+            ``TIKTOKEN_CACHE_DIR``): ``"r50k_base"`` (alias ``"gpt2"``, the same
+            ranks), ``"p50k_base"``, ``"cl100k_base"``, ``"o200k_base"``;
+          * a path to a ``.tiktoken`` rank file: then ``pattern=`` is required
+            (a rank file has none) and ``special_tokens=`` is optional.
+        ``pattern``/``special_tokens`` override the encoding's own.
+        """
+        if isinstance(src, os.PathLike) or (isinstance(src, str) and (os.sep in src or src.endswith(".tiktoken"))):
+            path = os.fspath(src)
+            if pattern is None:
+                raise ValueError(
+                    f"{path} holds only token ranks; pass pattern= too "
+                    f"(e.g. pattern='gpt4' for cl100k_base, 'gpt4o' for o200k_base, 'gpt2' for r50k_base)"
+                )
+            with open(path, "rb") as f:
+                ranks = _parse_tiktoken_lines(f.read().splitlines(), name=path)
+            return cls(pattern=pattern, special_tokens=special_tokens or {}, ranks=ranks)
+        if isinstance(src, str):
+            tiktoken = _import_tiktoken()
+            # tiktoken's "gpt2" is r50k_base's ranks in another file format.
+            src = tiktoken.get_encoding({"gpt2": "r50k_base"}.get(src, src))
+        try:
+            ranks, pat, specials = src._mergeable_ranks, src._pat_str, src._special_tokens
+        except AttributeError:
+            raise TypeError(
+                f"from_tiktoken takes a tiktoken.Encoding, an encoding name or a .tiktoken path, "
+                f"not {type(src).__name__}"
+            ) from None
+        return cls(
+            pattern=pat if pattern is None else pattern,
+            special_tokens=dict(specials) if special_tokens is None else special_tokens,
+            ranks=ranks,
+        )
+
+    def to_tiktoken(self, name: str = "bpe"):
+        """A ``tiktoken.Encoding`` with our ranks, pattern and special tokens:
+        it encodes every text to the same ids as this Tokenizer."""
+        tiktoken = _import_tiktoken()
+        return tiktoken.Encoding(
+            name, pat_str=self.pattern, mergeable_ranks=self._ranks(), special_tokens=dict(self.special_tokens)
+        )
+
+    def save_tiktoken(self, path: PathLike) -> None:
+        """Writes the ranks as a ``.tiktoken`` file (base64 token, space, rank;
+        one per line). Like tiktoken's files it holds neither the pattern nor
+        the special tokens: pass them to ``from_tiktoken`` or ``tiktoken.Encoding``."""
+        atomic_write_text(path, "".join(line + "\n" for line in _tiktoken_lines(self.vocab)))
+
     __hash__ = None  # mutable state
+
+
+def _from_ranks(ranks, pattern, special_tokens) -> Tokenizer:
+    return Tokenizer(pattern=pattern, special_tokens=special_tokens, ranks=ranks)
+
+
+def _replay(merges) -> tuple[dict[int, bytes], dict[tuple[int, int], int]]:
+    """The vocabulary made by a merge list, from the 256 bytes."""
+    vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+    ids = {b: i for i, b in vocab.items()}
+    out: dict[tuple[int, int], int] = {}
+    items = merges.items() if isinstance(merges, dict) else ((pair, None) for pair in merges)
+    for (left, right), new in items:
+        if left not in vocab or right not in vocab:
+            raise ValueError(f"merge ({left}, {right}) uses an id that no earlier merge made")
+        token = vocab[left] + vocab[right]
+        expected = ids.get(token, len(vocab))
+        if new is not None and new != expected:
+            raise ValueError(f"merge ({left}, {right}) -> {new}: expected id {expected}")
+        if expected == len(vocab):
+            vocab[expected] = token
+            ids[token] = expected
+        out[(left, right)] = expected
+    return vocab, out
+
+
+def _vocab_from_ranks(ranks: dict[bytes, int]) -> dict[int, bytes]:
+    vocab: dict[int, bytes] = {}
+    for token, rank in ranks.items():
+        if not isinstance(token, bytes) or not token:
+            raise ValueError(f"ranks must map non-empty bytes to ids, got {token!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"rank of {token!r} must be a non-negative int, got {rank!r}")
+        if rank in vocab:
+            raise ValueError(f"tokens {vocab[rank]!r} and {token!r} both have rank {rank}")
+        vocab[rank] = token
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise ValueError(
+            f"a byte-level vocabulary needs all 256 single bytes as tokens; {len(missing)} are "
+            f"missing (e.g. byte {missing[0]})"
+        )
+    return vocab
+
+
+def _tiktoken_lines(vocab: dict[int, bytes]) -> list[str]:
+    return [f"{base64.b64encode(vocab[i]).decode('ascii')} {i}" for i in sorted(vocab)]
+
+
+def _parse_tiktoken_lines(lines, name: str = "ranks") -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for n, line in enumerate(lines, 1):
+        if isinstance(line, bytes):
+            line = line.decode("ascii", "replace")
+        if not line.strip():
+            continue
+        try:
+            token, rank = line.split()
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+        except (ValueError, binascii.Error):
+            raise ValueError(f"{name}: line {n} is not 'base64-token rank': {line[:80]!r}") from None
+    return ranks
+
+
+def _import_tiktoken():
+    try:
+        import tiktoken
+    except ImportError:
+        raise ImportError("this needs the tiktoken package: pip install tiktoken") from None
+    return tiktoken
 
 
 def _check_special_tokens(special_tokens: Collection[str]) -> list[str]:

@@ -85,9 +85,9 @@ impl Encoder {
             return Ok(());
         }
         let bounds = if chunk.len() > LONG_CHUNK {
-            merge_with_heap(&self.ranks, chunk)
+            merge_with_heap(&self.ranks, chunk, Rank::MAX)
         } else {
-            merge_with_scan(&self.ranks, chunk)
+            merge_with_scan(&self.ranks, chunk, Rank::MAX)
         };
         for w in bounds.windows(2) {
             let part = &chunk[w[0]..w[1]];
@@ -183,25 +183,54 @@ impl Encoder {
         self.decoder.get(id as usize)?.as_deref()
     }
 
+    /// Recovers the merge list of a rank-only vocabulary (a `.tiktoken` file
+    /// has no merges): a token of rank r is the merge of the two parts that
+    /// BPE makes of its bytes using only the ranks below r. Returns
+    /// `(left, right, rank)` in rank order, or the first token (by rank) whose
+    /// bytes do not come out as exactly two parts.
+    pub fn recover_merges(&self) -> Result<Vec<(Rank, Rank, Rank)>, Rank> {
+        let mut tokens: Vec<(&Vec<u8>, Rank)> =
+            self.ranks.iter().filter(|(b, _)| b.len() >= 2).map(|(b, &r)| (b, r)).collect();
+        tokens.sort_unstable_by_key(|&(_, r)| r);
+        let mut merges = Vec::with_capacity(tokens.len());
+        for (bytes, rank) in tokens {
+            let bounds = if bytes.len() > LONG_CHUNK {
+                merge_with_heap(&self.ranks, bytes, rank)
+            } else {
+                merge_with_scan(&self.ranks, bytes, rank)
+            };
+            if bounds.len() != 3 {
+                return Err(rank);
+            }
+            let left = self.ranks.get(&bytes[..bounds[1]]).ok_or(rank)?;
+            let right = self.ranks.get(&bytes[bounds[1]..]).ok_or(rank)?;
+            merges.push((*left, *right, rank));
+        }
+        Ok(merges)
+    }
+
     /// One more than the largest id.
     pub fn n_vocab(&self) -> usize {
         self.decoder.len()
     }
 }
 
-/// Rank of a byte string, `Rank::MAX` if it is not a token.
+/// Rank of a byte string, `Rank::MAX` if it is not a token below `limit`.
 #[inline]
-fn rank_of(ranks: &FxHashMap<Vec<u8>, Rank>, bytes: &[u8]) -> Rank {
-    ranks.get(bytes).copied().unwrap_or(Rank::MAX)
+fn rank_of(ranks: &FxHashMap<Vec<u8>, Rank>, bytes: &[u8], limit: Rank) -> Rank {
+    match ranks.get(bytes) {
+        Some(&r) if r < limit => r,
+        _ => Rank::MAX,
+    }
 }
 
 /// The O(n²) merge for short chunks. Returns the part boundaries: part k is
 /// `chunk[b[k]..b[k+1]]`.
-fn merge_with_scan(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8]) -> Vec<usize> {
+fn merge_with_scan(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8], limit: Rank) -> Vec<usize> {
     let mut bounds: Vec<usize> = (0..=chunk.len()).collect();
     // pair[i]: rank of merging part i with part i+1.
     let mut pair: Vec<Rank> =
-        (0..chunk.len().saturating_sub(1)).map(|i| rank_of(ranks, &chunk[i..i + 2])).collect();
+        (0..chunk.len().saturating_sub(1)).map(|i| rank_of(ranks, &chunk[i..i + 2], limit)).collect();
     loop {
         // Leftmost lowest rank (`min_by_key` keeps the first minimum).
         let Some((i, &r)) = pair.iter().enumerate().min_by_key(|&(_, &r)| r) else { break };
@@ -213,10 +242,10 @@ fn merge_with_scan(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8]) -> Vec<usize>
         bounds.remove(i + 1);
         pair.remove(i);
         if i < pair.len() {
-            pair[i] = rank_of(ranks, &chunk[bounds[i]..bounds[i + 2]]);
+            pair[i] = rank_of(ranks, &chunk[bounds[i]..bounds[i + 2]], limit);
         }
         if i > 0 {
-            pair[i - 1] = rank_of(ranks, &chunk[bounds[i - 1]..bounds[i + 1]]);
+            pair[i - 1] = rank_of(ranks, &chunk[bounds[i - 1]..bounds[i + 1]], limit);
         }
     }
     bounds
@@ -225,7 +254,7 @@ fn merge_with_scan(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8]) -> Vec<usize>
 /// The O(n log n) merge for long chunks: a doubly linked list of parts and a
 /// min-heap of (rank, position) with lazy deletion. Same result as the scan:
 /// the heap orders equal ranks by position, i.e. leftmost first.
-fn merge_with_heap(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8]) -> Vec<usize> {
+fn merge_with_heap(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8], limit: Rank) -> Vec<usize> {
     let n = chunk.len();
     // Parts are identified by their start offset; next[i] is the start of the
     // following part (n at the end), prev[i] the previous one.
@@ -234,7 +263,7 @@ fn merge_with_heap(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8]) -> Vec<usize>
     let mut alive = vec![true; n];
     // rank[i]: rank of merging part i with its next part.
     let mut rank: Vec<Rank> = (0..n)
-        .map(|i| if i + 2 <= n { rank_of(ranks, &chunk[i..i + 2]) } else { Rank::MAX })
+        .map(|i| if i + 2 <= n { rank_of(ranks, &chunk[i..i + 2], limit) } else { Rank::MAX })
         .collect();
     let mut heap: BinaryHeap<Reverse<(Rank, usize)>> = rank
         .iter()
@@ -247,7 +276,7 @@ fn merge_with_heap(ranks: &FxHashMap<Vec<u8>, Rank>, chunk: &[u8]) -> Vec<usize>
         if j >= n {
             return Rank::MAX;
         }
-        rank_of(ranks, &chunk[i..next[j]])
+        rank_of(ranks, &chunk[i..next[j]], limit)
     };
     while let Some(Reverse((r, i))) = heap.pop() {
         if !alive[i] || rank[i] != r {
@@ -312,7 +341,7 @@ mod tests {
                         b"ab"[(seed >> 33) as usize % 2]
                     })
                     .collect();
-                assert_eq!(merge_with_scan(&ranks, &s), merge_with_heap(&ranks, &s), "{s:?}");
+                assert_eq!(merge_with_scan(&ranks, &s, Rank::MAX), merge_with_heap(&ranks, &s, Rank::MAX), "{s:?}");
             }
         }
     }

@@ -235,6 +235,23 @@ impl CoreBPE {
         Ok(PyBytes::new(py, &bytes))
     }
 
+    /// The merges of this vocabulary, recovered from its ranks: `(left, right,
+    /// rank)` triples in rank order. Raises ValueError naming the first token
+    /// that is not the merge of two lower-ranked tokens.
+    fn recover_merges(&self, py: Python<'_>) -> PyResult<Vec<(Rank, Rank, Rank)>> {
+        py.allow_threads(|| {
+            guard(|| {
+                self.enc.recover_merges().map_err(|rank| {
+                    format!(
+                        "token {rank} ({:?}) is not the merge of two tokens of lower rank, so this \
+                         vocabulary has no merge list",
+                        String::from_utf8_lossy(self.enc.token_bytes(rank).unwrap_or_default())
+                    )
+                })
+            })
+        })
+    }
+
     fn token_bytes<'py>(&self, py: Python<'py>, id: Rank) -> PyResult<Bound<'py, PyBytes>> {
         match self.enc.token_bytes(id) {
             Some(b) => Ok(PyBytes::new(py, b)),
