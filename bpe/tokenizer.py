@@ -485,6 +485,30 @@ class Tokenizer:
             name, pat_str=self.pattern, mergeable_ranks=self._ranks(), special_tokens=dict(self.special_tokens)
         )
 
+    # -- HuggingFace interop ------------------------------------------------
+
+    def save_huggingface(self, path: PathLike) -> None:
+        """Writes a HuggingFace ``tokenizer.json`` (byte-level BPE, our split
+        regex, special tokens as added tokens) that ``tokenizers.Tokenizer.from_file``
+        loads and that encodes text to our ids (special tokens always allowed, as
+        HuggingFace does). Needs the merge list (see :attr:`merges`)."""
+        from bpe import huggingface
+
+        atomic_write_text(path, huggingface.to_json(self.vocab, self.merges, self.pattern, self.special_tokens))
+
+    @classmethod
+    def from_huggingface(cls, path: PathLike) -> "Tokenizer":
+        """Reads a byte-level BPE ``tokenizer.json`` (ours, GPT-2's, ...). Added
+        tokens become special tokens. Refuses, with the reason, what it cannot
+        reproduce exactly: normalizers, other pre-tokenizers, non-BPE models."""
+        from bpe import huggingface
+
+        path = os.fspath(path)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        ranks, pattern, specials = huggingface.from_json(text, path)
+        return cls(pattern=pattern, special_tokens=specials, ranks=ranks)
+
     def save_tiktoken(self, path: PathLike) -> None:
         """Writes the ranks as a ``.tiktoken`` file (base64 token, space, rank;
         one per line). Like tiktoken's files it holds neither the pattern nor
