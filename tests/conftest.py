@@ -27,3 +27,39 @@ def shared_file(rel: str) -> Path:
     if not p.exists():
         pytest.skip(f"{p} not found: the large corpora are only in the project's shared/ folder")
     return p
+
+
+# --- OpenAI's real vocabularies, offline -------------------------------------
+# tests/fetch_vocabs.py (run by the README's test command) puts them in a cache
+# directory; tiktoken reads it through TIKTOKEN_CACHE_DIR. Set it before
+# tiktoken loads anything.
+import fetch_vocabs  # noqa: E402  (tests/ is on sys.path)
+
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(fetch_vocabs.CACHE))
+ENCODINGS = ["r50k_base", "cl100k_base", "o200k_base"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network_for_tiktoken():
+    """A test that makes tiktoken download is a bug: make it fail loudly."""
+    import tiktoken.load
+
+    saved = tiktoken.load.read_file
+
+    def refuse(blobpath):
+        if "://" in blobpath:
+            raise RuntimeError(f"a test tried to download {blobpath}; run `python tests/fetch_vocabs.py` first")
+        return saved(blobpath)  # a local file
+
+    tiktoken.load.read_file = refuse
+    yield
+    tiktoken.load.read_file = saved
+
+
+def require_vocab(name: str) -> None:
+    """Skip (fail under CI) when OpenAI's file for `name` is not in the cache."""
+    if not fetch_vocabs.cache_path(name).exists():
+        msg = f"{name} is not in {fetch_vocabs.CACHE}: run `python tests/fetch_vocabs.py`"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
