@@ -18,7 +18,7 @@ import tiktoken
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import bpe
-from conftest import CORPUS_FILES, ENCODINGS, SHARED, require_vocab
+from conftest import CORPUS_FILES, ENCODINGS, require_vocab, shared_file
 
 # >= 10,000 seeded examples per encoding in CI; fewer on a developer's run.
 EXAMPLES = 10_000 if os.environ.get("CI") else 400
@@ -101,9 +101,7 @@ def pieces(text, size=4_000_000):
 @pytest.mark.slow
 @pytest.mark.parametrize("rel", SHARED_FILES)
 def test_shared_corpora(rel):
-    path = SHARED / rel
-    if not path.exists():
-        pytest.skip(f"{path} not found: the large corpora are only in the project's shared/ folder")
+    path = shared_file(rel)
     with lzma.open(path, "rt", encoding="utf-8") as f:
         texts = pieces(f.read())
     for name in ENCODINGS:
