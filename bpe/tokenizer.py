@@ -648,9 +648,15 @@ def check_readable_file(path: PathLike) -> str:
 
 
 def atomic_write_text(path: PathLike, text: str) -> None:
-    """Writes a file atomically: to a temporary file beside it, flushed to
-    disk, then renamed over the target (rename is atomic on POSIX). A crash or
-    Ctrl-C at any point leaves either the old file or the new one."""
+    """Writes a UTF-8 text file atomically (see :func:`atomic_write`)."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_write(path: PathLike, fill) -> None:
+    """Writes a file atomically: ``fill(f)`` writes into a temporary binary
+    file beside the target, which is flushed to disk and then renamed over the
+    target (rename is atomic on POSIX). A crash or Ctrl-C at any point leaves
+    either the old file or the new one, never a partial one."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
@@ -661,8 +667,8 @@ def atomic_write_text(path: PathLike, text: str) -> None:
     tmp = os.path.join(directory, f".bpe-{os.getpid()}-{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

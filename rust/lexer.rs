@@ -268,17 +268,8 @@ impl<'a> Text<'a> {
         if f & N != 0 {
             return self.run(i, 3, |g| g & N != 0);
         }
-        // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
-        let start = if c == ' ' && self.class_at(i + 1).is_some_and(Self::is_punct) {
-            Some(i + 1)
-        } else if Self::is_punct(f) {
-            Some(i)
-        } else {
-            None
-        };
-        if let Some(start) = start {
-            let e = self.run(start, usize::MAX, Self::is_punct);
-            return self.newlines(e, false);
+        if let Some(e) = self.punctuation(i, c, f, false) {
+            return e;
         }
         // `\s++$`: a run that ends the text; `\s*[\r\n]`: the greedy `\s*`
         // backs off to the run's last newline; then `\s+(?!\S)|\s`.
@@ -290,6 +281,21 @@ impl<'a> Text<'a> {
             return e;
         }
         self.space_tail(&r, i + len)
+    }
+
+    /// ` ?[^\s\p{L}\p{N}]+` followed by `[\r\n]*` (GPT-4) or `[\r\n/]*`
+    /// (GPT-4o, `slash`): an optional space, a punctuation run, the newlines
+    /// after it. None if no punctuation starts at `i` (or after its space).
+    fn punctuation(&self, i: usize, c: char, f: u16, slash: bool) -> Option<usize> {
+        let start = if c == ' ' && self.class_at(i + 1).is_some_and(Self::is_punct) {
+            i + 1
+        } else if Self::is_punct(f) {
+            i
+        } else {
+            return None;
+        };
+        let e = self.run(start, usize::MAX, Self::is_punct);
+        Some(self.newlines(e, slash))
     }
 
     /// `[\r\n]*` (or `[\r\n/]*` for GPT-4o) after a punctuation run.
@@ -332,16 +338,8 @@ impl<'a> Text<'a> {
         if f & N != 0 {
             return self.run(i, 3, |g| g & N != 0);
         }
-        let start = if c == ' ' && self.class_at(i + 1).is_some_and(Self::is_punct) {
-            Some(i + 1)
-        } else if Self::is_punct(f) {
-            Some(i)
-        } else {
-            None
-        };
-        if let Some(start) = start {
-            let e = self.run(start, usize::MAX, Self::is_punct);
-            return self.newlines(e, true);
+        if let Some(e) = self.punctuation(i, c, f, true) {
+            return e;
         }
         // E (up to the run's last newline), then F (which takes a run that
         // ends the text whole), then G (a run of one before a non-space).
