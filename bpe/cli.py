@@ -1,4 +1,4 @@
-"""The `bpe` command line: train, encode, decode, info.
+"""The `bpe` command line: train, encode, decode, info, and gpt (train/sample).
 
 Errors a user can cause (a missing file, a bad --vocab, an unwritable output)
 end with a one-line message and exit status 1, never a traceback.
@@ -13,7 +13,8 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
-from bpe.tokenizer import PATTERNS, Tokenizer, atomic_write_text, check_readable_file, pattern_name
+from bpe import gpt_cli
+from bpe.tokenizer import PATTERNS, Tokenizer, check_readable_file, pattern_name
 
 
 class UsageError(Exception):
@@ -71,21 +72,39 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_encode(args: argparse.Namespace) -> None:
+    if args.out is None:
+        if args.val_fraction is not None:
+            raise UsageError("--val-fraction splits a dataset; it needs --out DIR")
+        _encode_to_stdout(args)
+        return
+    from bpe.data import write_dataset
+
+    if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
+        raise UsageError(f"--val-fraction must be at least 0 and below 1, got {args.val_fraction}")
+    meta = write_dataset(
+        args.files,
+        args.tokenizer,
+        args.out,
+        val_fraction=0.1 if args.val_fraction is None else args.val_fraction,
+        allow_special=args.allow_special,
+    )
+    s = meta["splits"]
+    print(f"wrote {args.out}: train.bin {s['train']['tokens']:,} tokens ({s['train']['bytes']:,} bytes), "
+          f"val.bin {s['val']['tokens']:,} tokens ({s['val']['bytes']:,} bytes), {meta['dtype']}", file=sys.stderr)
+
+
+def _encode_to_stdout(args: argparse.Namespace) -> None:
     tok = _load(args.tokenizer)
     files = [check_readable_file(f) for f in args.files]
-    if args.out:
-        _check_output(args.out)
+    # Read and encode every file before printing anything: a bad second file
+    # gives one error line, not half an output.
     lines = []
     for f in files:
         text = _read_text(f)
         ids = tok.encode(text, allowed_special="all" if args.allow_special else (),
                          disallowed_special=())
         lines.append(" ".join(map(str, ids)))
-    out = "\n".join(lines) + "\n"
-    if args.out:
-        atomic_write_text(args.out, out)
-    else:
-        sys.stdout.write(out)
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def cmd_decode(args: argparse.Namespace) -> None:
@@ -142,10 +161,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summary")
     t.set_defaults(func=cmd_train)
 
-    e = sub.add_parser("encode", help="encode files to token ids (one line of ids per file)")
-    e.add_argument("files", nargs="+", metavar="FILE")
+    e = sub.add_parser(
+        "encode",
+        help="encode files to token ids: one line of ids per file on stdout, or a dataset (--out DIR)",
+        description="Without --out: one line of whitespace-separated ids per file, on stdout. With --out DIR: "
+        "a training dataset, DIR/train.bin and DIR/val.bin (flat little-endian uint16 ids, uint32 for "
+        "vocabularies over 65,536 tokens, <|endoftext|> between files) and DIR/meta.json; streamed, "
+        "encoded on all cores.",
+    )
+    e.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files (each is one document)")
     e.add_argument("-t", "--tokenizer", required=True, metavar="TOK")
-    e.add_argument("--out", metavar="PATH", help="write the ids here instead of stdout")
+    e.add_argument("--out", metavar="DIR", help="write a dataset (train.bin, val.bin, meta.json) to DIR")
+    e.add_argument("--val-fraction", type=float, default=None, metavar="F",
+                   help="with --out: the last F of each file goes to val.bin (default 0.1)")
     e.add_argument("--allow-special", action="store_true",
                    help="encode special-token text as special tokens (default: as text)")
     e.set_defaults(func=cmd_encode)
@@ -159,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("file", nargs="?", metavar="FILE")
     i.add_argument("-t", "--tokenizer", required=True, metavar="TOK")
     i.set_defaults(func=cmd_info)
+
+    gpt_cli.add_parser(sub)
     return p
 
 

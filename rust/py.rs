@@ -263,6 +263,14 @@ impl CoreBPE {
     }
 }
 
+/// The last safe cut point in `data` (see `pretokenize.rs`), or None: where
+/// a block of a streamed file may end without changing any built-in pattern's
+/// chunks. Used by the dataset writer, which streams files in blocks too.
+#[pyfunction]
+fn last_safe_cut(data: &[u8]) -> Option<usize> {
+    pretokenize::last_safe_cut(data)
+}
+
 /// Deliberately panics inside the core, to test that a panic surfaces as a
 /// Python exception (tests only).
 #[pyfunction]
@@ -279,6 +287,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pretokenizer>()?;
     m.add_class::<Trainer>()?;
     m.add_class::<CoreBPE>()?;
+    m.add_function(wrap_pyfunction!(last_safe_cut, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }

@@ -294,14 +294,40 @@ def test_encode_allow_special(workdir, tok_path, tok, sample):
     assert tok.decode(ids) == text
 
 
-def test_encode_out(tmp_path, tok_path, tok, sample):
-    out = tmp_path / "ids.txt"
-    result = ok(run("encode", "-t", tok_path, sample, "--out", out, cwd=tmp_path))
+def read_bin(path: Path, width: int) -> list[int]:
+    raw = path.read_bytes()
+    return [int.from_bytes(raw[i : i + width], "little") for i in range(0, len(raw), width)]
+
+
+def test_encode_out_dir_writes_a_dataset(tmp_path, tok_path, tok, sample, corpus):
+    """--out DIR: train.bin / val.bin (flat little-endian uint16 here) and
+    meta.json; nothing on stdout; <|endoftext|> between the files."""
+    out = tmp_path / "ds"
+    result = ok(run("encode", "-t", tok_path, sample, corpus, "--out", out, "--val-fraction", "0.2", cwd=tmp_path))
     assert result.stdout == ""
-    stdout = ok(run("encode", "-t", tok_path, sample, cwd=tmp_path)).stdout
-    assert out.read_text(encoding="utf-8") == stdout
-    assert tok.decode(parse_ids(out.read_text(encoding="utf-8"))) == sample.read_bytes().decode("utf-8")
-    assert no_temp_files(tmp_path)
+    assert str(out) in result.stderr and "train.bin" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["meta.json", "train.bin", "val.bin"]
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    assert meta["dtype"] == "uint16" and meta["split"]["val_fraction"] == 0.2
+    eot = tok.special_tokens["<|endoftext|>"]
+    texts = {"train": [], "val": []}
+    for f in (sample, corpus):
+        raw = f.read_bytes()
+        # Each file is cut at the first line start after 80% of its bytes.
+        cut = raw.index(b"\n", int(round(len(raw) * 0.8))) + 1
+        texts["train"].append(raw[:cut].decode("utf-8"))
+        texts["val"].append(raw[cut:].decode("utf-8"))
+    for split, parts in texts.items():
+        ids = read_bin(out / f"{split}.bin", 2)
+        expected = tok.encode_ordinary(parts[0]) + [eot] + tok.encode_ordinary(parts[1])
+        assert ids == expected, split
+        assert meta["splits"][split]["tokens"] == len(ids)
+        assert meta["splits"][split]["bytes"] == sum(len(p.encode("utf-8")) for p in parts)
+    assert no_temp_files(out) and no_temp_files(tmp_path)
+    # Writing again over an existing dataset replaces it.
+    ok(run("encode", "-t", tok_path, corpus, "--out", out, cwd=tmp_path))
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    assert meta["splits"]["train"]["documents"] == 1 and meta["split"]["val_fraction"] == 0.1
 
 
 def test_decode_stdin(workdir, tok_path, tok, sample):
@@ -316,7 +342,7 @@ def test_decode_stdin(workdir, tok_path, tok, sample):
 
 def test_decode_file(tmp_path, tok_path, sample):
     ids_file = tmp_path / "ids.txt"
-    ok(run("encode", "-t", tok_path, sample, "--out", ids_file, cwd=tmp_path))
+    ids_file.write_text(ok(run("encode", "-t", tok_path, sample, cwd=tmp_path)).stdout, encoding="utf-8")
     result = ok(run("decode", "-t", tok_path, ids_file, cwd=tmp_path))
     assert result.stdout == sample.read_bytes().decode("utf-8")
 
@@ -371,7 +397,7 @@ def test_console_script(tmp_path, corpus, sample):
 
 def test_help(workdir):
     result = ok(run("--help", cwd=workdir))
-    for command in ("train", "encode", "decode", "info"):
+    for command in ("train", "encode", "decode", "info", "gpt"):
         assert command in result.stdout
 
 
@@ -436,6 +462,19 @@ BAD_INPUT = {
         ["{out_in_missing_dir}"],
     ),
     "encode-no-tokenizer": (["encode", "{corpus}", "--out", "{out}"], ["-t"], True),
+    "encode-out-is-a-file": (["encode", "-t", "{tok}", "{corpus}", "--out", "{empty}"], ["{empty}", "directory"]),
+    "encode-val-fraction-without-out": (["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "0.2"], ["--out"]),
+    "encode-val-fraction-too-large": (
+        ["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "1", "--out", "{out}"],
+        ["--val-fraction"],
+    ),
+    "encode-val-fraction-not-a-number": (
+        ["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "ten", "--out", "{out}"],
+        ["ten"],
+        True,
+    ),
+    "gpt-no-subcommand": (["gpt"], [], True),
+    "gpt-train-no-data": (["gpt", "train", "-t", "{tok}"], ["--data"], True),
     "decode-not-ids": (["decode", "-t", "{tok}"], [], False, "12 34 hello 56"),
     "decode-id-out-of-range": (["decode", "-t", "{tok}"], ["99999"], False, "1 2 99999"),
     "decode-negative-id": (["decode", "-t", "{tok}"], [], False, "1 -2 3"),
@@ -488,18 +527,26 @@ def test_bad_input(case, tmp_path, corpus, tok_path, corrupt_tok, bad_utf8):
     assert places["dir"].is_dir() and list(places["dir"].iterdir()) == []
 
 
-@pytest.mark.parametrize("command", ["train", "encode"])
-def test_failure_keeps_existing_output(command, tmp_path, corpus, tok_path, bad_utf8):
+def test_failure_keeps_existing_output(tmp_path, corpus, bad_utf8):
     """A failed run leaves a previous output file exactly as it was."""
     out = tmp_path / "existing.out"
     out.write_bytes(b"previous contents\n")
-    if command == "train":
-        args = ["train", corpus, bad_utf8, "--vocab", "500", "-o", out]
-    else:
-        args = ["encode", "-t", tok_path, corpus, bad_utf8, "--out", out]
-    assert_clean_failure(run(*args, cwd=tmp_path))
+    assert_clean_failure(run("train", corpus, bad_utf8, "--vocab", "500", "-o", out, cwd=tmp_path))
     assert out.read_bytes() == b"previous contents\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.out"]
+
+
+def test_failed_encode_keeps_existing_dataset(tmp_path, corpus, tok_path, bad_utf8):
+    """A failed `encode --out DIR` leaves the dataset already in DIR as it was
+    (the new files are only renamed into place once all of them are complete)."""
+    out = tmp_path / "ds"
+    ok(run("encode", "-t", tok_path, corpus, "--out", out, cwd=tmp_path))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["meta.json", "train.bin", "val.bin"]
+    # The bad file is the second: the first is encoded before the failure.
+    assert_clean_failure(run("encode", "-t", tok_path, corpus, bad_utf8, "--out", out, cwd=tmp_path))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
 
 
 def test_decode_negative_id_message_names_range(workdir, tok_path, tok):
@@ -536,7 +583,7 @@ def test_read_only_output_directory(command, tmp_path, corpus, tok_path):
         if command == "train":
             result = run("train", corpus, "--vocab", "500", "-o", out, cwd=tmp_path)
         else:
-            result = run("encode", "-t", tok_path, corpus, "--out", out, cwd=tmp_path)
+            result = run("encode", "-t", tok_path, corpus, "--out", out, cwd=tmp_path)  # out: a dataset directory
         error = assert_clean_failure(result)
         assert str(out) in error
         assert list(directory.iterdir()) == []

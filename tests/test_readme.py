@@ -2,7 +2,7 @@
 
 from conftest import ROOT
 
-TEST_COMMAND = "pip install -e '.[test]' && python tests/fetch_vocabs.py && cargo test && python -m pytest"
+TEST_COMMAND = "pip install -e '.[test,model]' && python tests/fetch_vocabs.py && cargo test && python -m pytest"
 MAIN_COMMAND = "pip install . && bpe train corpora/tinyshakespeare.txt --vocab 4k -o shakespeare.bpe"
 
 

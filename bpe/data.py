@@ -1,0 +1,552 @@
+"""Token datasets on disk: ``train.bin`` / ``val.bin`` + ``meta.json``.
+
+The format is deliberately dumb, so that any training loop can read it:
+
+    DIR/train.bin   the token ids of the training split, one after another,
+                    fixed-width little-endian unsigned ints (uint16 or uint32),
+                    no header: ``np.memmap(path, dtype="<u2", mode="r")``
+    DIR/val.bin     the same for the validation split
+    DIR/meta.json   dtype, token and byte counts per split, the sha256 of the
+                    tokenizer file, how the split was made
+
+Between documents (each input file is one document) stands the tokenizer's
+``<|endoftext|>`` id, so a model learns where texts end and never reads one
+document as the continuation of another.
+
+Writing (:func:`write_dataset`) needs only the standard library: ids are
+written with :mod:`array`, so ``bpe encode --out DIR`` works in a core install.
+Reading (:func:`load_split`, :func:`get_batch`) needs numpy and torch, the
+``model`` extra: ``pip install -e '.[model]'``.
+
+The split: each document's first ``1 - val_fraction`` of bytes (cut at the
+start of a line) goes to ``train.bin``, the rest to ``val.bin``. For a single
+corpus file (tinyshakespeare) that is the usual "last 10% is validation"; for
+many documents every document contributes to both splits.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import json
+import math
+import os
+import secrets
+import sys
+import time
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from bpe import _core
+from bpe.tokenizer import ENDOFTEXT, Tokenizer, atomic_write_text, check_readable_file, pattern_name
+
+if TYPE_CHECKING:  # numpy and torch are optional: only type checkers see these
+    import numpy as np
+    import torch
+
+META = "meta.json"
+SPLITS = ("train", "val")
+DATASET_FORMAT = "bpe-dataset v1"
+
+#: Encoded in pieces of about this many bytes: small enough that a short
+#: corpus (tinyshakespeare, 1 MB) still gives every core a piece, large
+#: enough that the per-call overhead does not matter.
+PIECE_BYTES = 256 << 10
+#: Pieces are handed to Rust in batches of about this many bytes; the ids of
+#: one batch as Python ints take about 9x this in memory, briefly.
+BATCH_BYTES = 8 << 20
+
+NUMPY_MISSING = "reading token datasets needs numpy and torch: pip install -e '.[model]'"
+
+
+class DatasetError(ValueError):
+    """A dataset directory that is missing, incomplete or inconsistent."""
+
+
+# -- dtype -------------------------------------------------------------------
+
+
+def dtype_for(n_vocab: int) -> str:
+    """The narrowest dtype that holds every id: ``"uint16"`` when the largest
+    id (``n_vocab - 1``) is at most 65,535, else ``"uint32"``.
+
+    uint16 halves the file size and the memory traffic of batching; it holds
+    GPT-2's 50,257 ids but not cl100k's 100,277."""
+    if n_vocab - 1 <= 0xFFFF:
+        return "uint16"
+    if n_vocab - 1 <= 0xFFFF_FFFF:
+        return "uint32"
+    raise ValueError(f"{n_vocab} token ids do not fit in 32 bits")
+
+
+# array typecodes of the right width (checked, since C's int sizes vary)
+def _typecode(dtype: str) -> str:
+    width = {"uint16": 2, "uint32": 4}[dtype]
+    for code in "HILQ":
+        if array.array(code).itemsize == width:
+            return code
+    raise RuntimeError(f"this Python has no {width}-byte unsigned array type")  # pragma: no cover
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# -- cutting files into pieces --------------------------------------------------
+#
+# A file is read in blocks and each block ends at a *safe cut point*: just
+# after a '\n' that follows a non-space character and before a letter or
+# digit. The Rust core streams files for training the same way and proves in
+# rust/pretokenize.rs that for the three built-in patterns no chunk crosses
+# such a point, so encoding the pieces separately gives exactly the ids of
+# encoding the whole file. `_core.last_safe_cut` is that same Rust function.
+
+def _split_offset(path: str, size: int, val_fraction: float) -> int:
+    """Where ``val.bin``'s part of a file starts: the first line start at or
+    after ``(1 - val_fraction) * size``, else the last one before it, else (a
+    file without newlines) the first character boundary at or after it.
+    Reads only the bytes between the target and the nearest newline."""
+    if val_fraction <= 0 or size == 0:
+        return size
+    target = int(round(size * (1 - val_fraction)))
+    step = 64 << 10
+    with open(path, "rb") as f:
+        pos = target
+        while pos < size:  # forwards to the next newline
+            f.seek(pos)
+            block = f.read(step)
+            nl = block.find(b"\n")
+            if nl >= 0:
+                if pos + nl + 1 < size:
+                    return pos + nl + 1
+                break
+            pos += len(block)
+        end = target
+        while end > 0:  # backwards to the previous newline
+            start = max(0, end - step)
+            f.seek(start)
+            nl = f.read(end - start).rfind(b"\n")
+            if nl >= 0:
+                return start + nl + 1
+            end = start
+        f.seek(target)
+        # Skip UTF-8 continuation bytes (0b10xxxxxx): never cut a character.
+        while target < size and 0x80 <= f.read(1)[0] < 0xC0:
+            target += 1
+        return target
+
+
+class _Piece:
+    __slots__ = ("split", "text", "n_bytes", "doc_start")
+
+    def __init__(self, split: str, text: str, n_bytes: int, doc_start: bool):
+        self.split, self.text, self.n_bytes, self.doc_start = split, text, n_bytes, doc_start
+
+
+def _decode(data: bytes, path: str, offset: int) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path} is not valid UTF-8 at byte offset {offset + e.start}; convert it to UTF-8"
+        ) from None
+
+
+def _file_pieces(path: str, val_fraction: float, cuttable: bool, piece_bytes: int) -> Iterator[_Piece]:
+    """The pieces of one file, in order, each tagged with its split."""
+    size = os.path.getsize(path)
+    split_at = _split_offset(path, size, val_fraction)
+    with open(path, "rb") as f:
+        for split, start, end in (("train", 0, split_at), ("val", split_at, size)):
+            if end <= start:
+                continue
+            f.seek(start)
+            if not cuttable:
+                data = f.read(end - start)
+                yield _Piece(split, _decode(data, path, start), len(data), True)
+                continue
+            pos, carry, first = start, b"", True
+            while pos < end or carry:
+                block = f.read(min(piece_bytes, end - pos))
+                pos += len(block)
+                data = carry + block
+                cut = _core.last_safe_cut(data) if pos < end else len(data)
+                if cut is None:  # no safe point yet: read on (the piece grows)
+                    carry = data
+                    continue
+                offset = pos - len(data)
+                yield _Piece(split, _decode(data[:cut], path, offset), cut, first)
+                carry, first = data[cut:], False
+
+
+# -- writing -------------------------------------------------------------------
+
+
+class _Writer:
+    """Appends ids to a temporary file beside ``final``; ``commit`` renames it."""
+
+    def __init__(self, final: str, dtype: str):
+        self.final = final
+        self.tmp = os.path.join(os.path.dirname(final), f".bpe-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+        self.typecode = _typecode(dtype)
+        self.f = open(self.tmp, "xb")
+        self.tokens = 0
+        self.bytes = 0
+        self.documents = 0
+
+    def write(self, ids: Sequence[int]) -> None:
+        a = array.array(self.typecode, ids)  # OverflowError if an id does not fit
+        if sys.byteorder != "little":  # the files are little-endian everywhere
+            a.byteswap()
+        a.tofile(self.f)
+        self.tokens += len(a)
+
+    def finish(self) -> None:
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+
+    def commit(self) -> None:
+        os.replace(self.tmp, self.final)
+
+    def discard(self) -> None:
+        try:
+            self.f.close()
+        finally:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+
+
+def _fsync_dir(directory: str) -> None:
+    # Makes the renames themselves durable (POSIX); harmless where unsupported.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _Progress:
+    """One self-overwriting line on stderr, at most a few times a second."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled = total, enabled
+        self.start = self.last = time.monotonic()
+
+    def update(self, done: int, tokens: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not final and now - self.last < 0.25):
+            return
+        self.last = now
+        mb = done / 1e6
+        rate = mb / max(now - self.start, 1e-9)
+        pct = 100 * done / self.total if self.total else 100
+        sys.stderr.write(f"\rencoding: {mb:,.1f}/{self.total / 1e6:,.1f} MB ({pct:3.0f}%), "
+                         f"{rate:,.1f} MB/s, {tokens:,} tokens ")
+        if final:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def write_dataset(
+    files: Sequence[os.PathLike | str],
+    tokenizer_path: os.PathLike | str,
+    out_dir: os.PathLike | str,
+    *,
+    val_fraction: float = 0.1,
+    allow_special: bool = False,
+    num_threads: int | None = None,
+    progress: bool | None = None,
+    piece_bytes: int = PIECE_BYTES,
+) -> dict:
+    """Encodes ``files`` (each one document) with the tokenizer saved at
+    ``tokenizer_path`` into ``out_dir/train.bin``, ``val.bin`` and
+    ``meta.json``; returns the metadata written.
+
+    Files are streamed (memory does not grow with their size) and encoded in
+    parallel by the Rust core. Special-token text in the files is ordinary
+    text unless ``allow_special``. Nothing in ``out_dir`` changes unless
+    everything succeeds; ``out_dir`` is created (one level) if missing, and
+    removed again if this call created it and then failed.
+    """
+    if not 0 <= val_fraction < 1:
+        raise ValueError(f"val_fraction must be at least 0 and below 1, got {val_fraction}")
+    tokenizer_path = check_readable_file(tokenizer_path)
+    tok = Tokenizer.load(tokenizer_path)
+    tok_sha = file_sha256(tokenizer_path)  # `bpe gpt train -t TOK` checks it is the same file
+    paths = [check_readable_file(p) for p in files]
+    if not paths:
+        raise ValueError("no input files")
+    eot = tok.special_tokens.get(ENDOFTEXT)
+    if eot is None and len(paths) > 1:
+        raise ValueError(
+            f"{tokenizer_path} has no {ENDOFTEXT} special token to put between documents; "
+            f"train the tokenizer without --no-special, or encode the files as one (cat them)"
+        )
+    dtype = dtype_for(tok.n_vocab)
+    out_dir = os.fspath(out_dir)
+    created = _prepare_dir(out_dir)
+
+    # Cutting is exact only for the built-in patterns, and only if no special
+    # token that we turn into its id could straddle a cut.
+    cuttable = pattern_name(tok.pattern) is not None and not (
+        allow_special and any("\n" in s for s in tok.special_tokens)
+    )
+    if progress is None:
+        progress = sys.stderr.isatty()
+    total = sum(os.path.getsize(p) for p in paths)
+    bar = _Progress(total, progress)
+    writers: dict[str, _Writer] = {}
+    try:
+        for split in SPLITS:
+            writers[split] = _Writer(os.path.join(out_dir, f"{split}.bin"), dtype)
+        done = 0
+
+        def flush(batch: list[_Piece]) -> None:
+            nonlocal done
+            ids = tok.encode_batch(
+                [p.text for p in batch],
+                num_threads=num_threads,
+                allowed_special="all" if allow_special else (),
+                disallowed_special=(),
+            )
+            for piece, piece_ids in zip(batch, ids):
+                w = writers[piece.split]
+                if piece.doc_start:
+                    if w.documents and eot is not None:
+                        w.write([eot])
+                    w.documents += 1
+                w.write(piece_ids)
+                w.bytes += piece.n_bytes
+                done += piece.n_bytes
+            bar.update(done, sum(w.tokens for w in writers.values()))
+
+        batch: list[_Piece] = []
+        size = 0
+        for path in paths:
+            for piece in _file_pieces(path, val_fraction, cuttable, piece_bytes):
+                batch.append(piece)
+                size += piece.n_bytes
+                if size >= BATCH_BYTES:
+                    flush(batch)
+                    batch, size = [], 0
+        if batch:
+            flush(batch)
+        bar.update(done, sum(w.tokens for w in writers.values()), final=True)
+
+        if writers["train"].tokens == 0:
+            raise ValueError("the input files are empty: there is nothing to train on")
+        if val_fraction > 0 and writers["val"].tokens < 2:
+            raise ValueError(
+                "the validation split is empty (the input is too short); use more text or a larger --val-fraction"
+            )
+        meta = {
+            "format": DATASET_FORMAT,
+            "dtype": dtype,
+            "byte_order": "little",
+            "tokenizer": {
+                "file": os.path.abspath(tokenizer_path),
+                "sha256": tok_sha,
+                "n_vocab": tok.n_vocab,
+                "eot": eot,
+            },
+            "split": {
+                "val_fraction": val_fraction,
+                "how": "each document's first (1 - val_fraction) of bytes, cut at a line start, "
+                "to train; the rest to val",
+            },
+            "splits": {
+                split: {"file": f"{split}.bin", "tokens": w.tokens, "bytes": w.bytes, "documents": w.documents}
+                for split, w in writers.items()
+            },
+            "sources": [os.path.abspath(p) for p in paths],
+        }
+        for w in writers.values():
+            w.finish()
+        # Commit: meta.json goes first and comes back last, so that at every
+        # instant the directory either has no meta.json (incomplete: readers
+        # refuse it) or one whose counts match the .bin files beside it.
+        meta_path = os.path.join(out_dir, META)
+        if os.path.exists(meta_path):
+            os.unlink(meta_path)
+        for w in writers.values():
+            w.commit()
+        atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")
+        _fsync_dir(out_dir)
+        return meta
+    except BaseException:
+        for w in writers.values():
+            w.discard()
+        if created:
+            try:
+                os.rmdir(out_dir)
+            except OSError:
+                pass
+        raise
+
+
+def _prepare_dir(out_dir: str) -> bool:
+    """Makes sure ``out_dir`` is a writable directory; returns True if created."""
+    if os.path.isdir(out_dir):
+        if not os.access(out_dir, os.W_OK):
+            raise PermissionError(f"cannot write to {out_dir}: the directory is not writable")
+        return False
+    if os.path.exists(out_dir):
+        raise ValueError(f"{out_dir} is a file; --out takes a directory (for train.bin, val.bin, {META})")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if not os.path.isdir(parent):
+        raise ValueError(f"cannot create {out_dir}: directory {parent} does not exist")
+    try:
+        os.mkdir(out_dir)
+    except OSError as e:
+        raise ValueError(f"cannot create {out_dir}: {e.strerror}") from None
+    return True
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        raise ImportError(NUMPY_MISSING) from None
+    return numpy
+
+
+def load_meta(data_dir: os.PathLike | str) -> dict:
+    """``meta.json`` of a dataset, checked against the .bin files beside it."""
+    data_dir = os.fspath(data_dir)
+    redo = f"re-run `bpe encode FILE... -t TOK --out {data_dir}`"
+    path = os.path.join(data_dir, META)
+    if not os.path.isdir(data_dir):
+        raise DatasetError(f"{data_dir} is not a directory; make a dataset with `bpe encode FILE... -t TOK --out {data_dir}`")
+    if not os.path.exists(path):
+        if not any(os.path.exists(os.path.join(data_dir, f"{s}.bin")) for s in SPLITS):
+            raise DatasetError(f"{data_dir} is not a dataset (it has no {META}); make one with "
+                               f"`bpe encode FILE... -t TOK --out {data_dir}`")
+        raise DatasetError(f"{path} is missing: the dataset is incomplete (an interrupted write?); {redo}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except ValueError:
+        raise DatasetError(f"{path} is not valid JSON; {redo}") from None
+    if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
+        raise DatasetError(f"{path} is not a {DATASET_FORMAT} file; {redo}")
+    width = {"uint16": 2, "uint32": 4}.get(meta.get("dtype"))
+    if width is None:
+        raise DatasetError(f"{path}: unknown dtype {meta.get('dtype')!r}; {redo}")
+    for split in SPLITS:
+        info = meta["splits"][split]
+        bin_path = os.path.join(data_dir, info["file"])
+        expected = info["tokens"] * width
+        actual = os.path.getsize(bin_path) if os.path.exists(bin_path) else None
+        if actual != expected:
+            raise DatasetError(
+                f"{bin_path} has {'no file' if actual is None else f'{actual} bytes'}, but {META} says "
+                f"{info['tokens']} {meta['dtype']} tokens ({expected} bytes): the dataset was modified "
+                f"or only partly written; {redo}"
+            )
+    return meta
+
+
+def load_split(data_dir: os.PathLike | str, split: str = "train") -> "np.memmap":
+    """The ids of one split as a read-only ``np.memmap`` (nothing is read
+    into memory until used)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    np = _numpy()
+    meta = load_meta(data_dir)
+    dtype = np.dtype(meta["dtype"]).newbyteorder("<")
+    info = meta["splits"][split]
+    if info["tokens"] == 0:
+        raise DatasetError(f"{data_dir}: the {split} split is empty; re-encode with a larger --val-fraction")
+    return np.memmap(os.path.join(os.fspath(data_dir), info["file"]), dtype=dtype, mode="r")
+
+
+def get_batch(
+    data: "np.ndarray",
+    batch_size: int,
+    block_size: int,
+    *,
+    generator: "torch.Generator | None" = None,
+    device: "str | torch.device" = "cpu",
+) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """``batch_size`` random windows of ``data`` (e.g. from :func:`load_split`):
+    ``x`` (B, T) int64 ids and ``y`` (B, T), the next id after each of ``x``'s,
+    so ``y[:, :-1] == x[:, 1:]``. Pass a ``torch.Generator`` to make the draw
+    reproducible (training saves its state in checkpoints)."""
+    import torch
+
+    np = _numpy()
+    n = len(data)
+    if n < block_size + 1:
+        raise ValueError(
+            f"the data has {n} tokens, fewer than block_size + 1 = {block_size + 1}; "
+            f"use a smaller --block-size or more text"
+        )
+    # Start offsets: any window of block_size + 1 ids that fits.
+    starts = torch.randint(n - block_size, (batch_size,), generator=generator).tolist()
+    # One small copy per row (B rows, not corpus bytes); int64 is what
+    # nn.Embedding and cross_entropy take.
+    rows = np.stack([np.asarray(data[i : i + block_size + 1], dtype=np.int64) for i in starts])
+    xy = torch.from_numpy(rows)  # (B, T+1)
+    x, y = xy[:, :-1], xy[:, 1:]  # (B, T), (B, T)
+    device = torch.device(device)
+    if device.type == "cuda":
+        # Pinned host memory lets the copy run while the GPU computes.
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.contiguous(), y.contiguous()
+
+
+def eval_windows(data: "np.ndarray", block_size: int, max_windows: int | None = None) -> list[int]:
+    """Start offsets of evenly spread, non-overlapping windows of
+    ``block_size + 1`` ids covering ``data``: all of them, or ``max_windows``
+    spread over the whole split. Deterministic, so that successive
+    validation losses are measured on the same tokens and no random state
+    is consumed."""
+    n_windows = (len(data) - 1) // block_size
+    if n_windows < 1:
+        raise ValueError(
+            f"the validation split has {len(data)} tokens, fewer than block_size + 1 = {block_size + 1}; "
+            f"use a smaller --block-size or a larger --val-fraction"
+        )
+    if max_windows is None or max_windows >= n_windows:
+        return [i * block_size for i in range(n_windows)]
+    step = n_windows / max_windows
+    return [int(k * step) * block_size for k in range(max_windows)]
+
+
+def unigram_baseline(data_dir: os.PathLike | str) -> dict:
+    """The loss of the best model that ignores context: the cross-entropy of
+    the val tokens under the train split's token frequencies (add-one
+    smoothed over the vocabulary). A model must beat this to have learned
+    anything beyond token frequencies. Returns nats/token and bits/byte."""
+    np = _numpy()
+    meta = load_meta(data_dir)
+    n_vocab = meta["tokenizer"]["n_vocab"]
+    train, val = load_split(data_dir, "train"), load_split(data_dir, "val")
+    counts = np.bincount(train, minlength=n_vocab).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    val_counts = np.bincount(val, minlength=n_vocab)
+    nats = float(-(val_counts * logp).sum() / len(val))
+    return {"nats_per_token": nats, "bits_per_byte": bits_per_byte(nats, meta, "val")}
+
+
+def bits_per_byte(nats_per_token: float, meta: dict, split: str = "val") -> float:
+    """Converts a loss in nats/token to bits per byte of the split's text:
+    the total information over the split's bytes. Unlike nats/token it does
+    not depend on how much text a token holds, so tokenizers of different
+    vocabulary sizes can be compared."""
+    info = meta["splits"][split]
+    return nats_per_token * info["tokens"] / (info["bytes"] * math.log(2))

@@ -1,0 +1,241 @@
+"""A small GPT that reads the ids of a bpe Tokenizer. One file, PyTorch only.
+
+    ids (B, T) -> token embedding + position embedding
+               -> n_layer x [x + attn(LN(x)), then x + mlp(LN(x))]
+               -> LN -> logits (B, T, vocab) through the token embedding again
+
+Shapes in comments use B batch, T sequence length (at most block_size),
+C = n_embd, H = n_head, D = C // H (one head's width), V = padded vocab size.
+
+Needs torch (``pip install -e '.[model]'``); ``import bpe`` never imports it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def padded_vocab_size(n_vocab: int, multiple: int = 64) -> int:
+    """``n_vocab`` rounded up to a multiple of 64: matrix shapes that are
+    multiples of 64 map onto GPU tensor cores and CPU SIMD lanes without
+    ragged edges. The extra rows are never targets, so training pushes their
+    logits down; :meth:`GPT.generate` also masks them so they are never sampled."""
+    return -(-n_vocab // multiple) * multiple
+
+
+@dataclass
+class GPTConfig:
+    n_vocab: int  # the tokenizer's vocabulary (Tokenizer.n_vocab); ids are 0..n_vocab-1
+    block_size: int = 128  # the longest context the model sees (position embeddings)
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the embedding / columns of the logits (padded, see above)."""
+        return padded_vocab_size(self.n_vocab)
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(
+                f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head}): "
+                f"each head gets n_embd / n_head channels"
+            )
+        for name in ("n_vocab", "block_size", "n_layer", "n_head", "n_embd"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)  # all heads' q, k, v in one matmul
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)  # mixes the heads back together
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        H = self.n_head
+        q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C)
+        # Each head attends on its own D = C / H channels.
+        q = q.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
+        v = v.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
+        # is_causal: position t sees positions 0..t only, so a model trained to
+        # predict token t+1 cannot peek at it. PyTorch picks a fused kernel
+        # (flash / memory-efficient) where it can; none builds a (T, T) mask.
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return self.proj(y)  # (B, T, C)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.up = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.down = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+
+
+class Block(nn.Module):
+    """Pre-norm: normalise the input of each sub-layer, not the residual
+    stream itself, so the stream is a plain sum that gradients flow through
+    unchanged from the loss to the first layer (this is why deep pre-norm
+    stacks train without a careful warm-up of each layer)."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))  # (B, T, C): tokens exchange information
+        x = x + self.mlp(self.ln2(x))  # (B, T, C): each token computes on its own
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)  # (V, C)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embd)  # (block_size, C)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        # The head reads the final state back into token space with the same
+        # matrix that embedded tokens (weight tying): a token's input and
+        # output vectors are learned together, and V x C parameters are saved
+        # (most of a small model's parameters are in this matrix).
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight
+        self.apply(self._init)
+        # Every block adds two outputs (attn.proj, mlp.down) to the residual
+        # stream; scaling their initial weights by 1/sqrt(2 * n_layer) keeps
+        # the stream's variance at the start independent of depth.
+        for name, p in self.named_parameters():
+            if name.endswith(("attn.proj.weight", "mlp.down.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        # Small normal weights (std 0.02, as GPT-2), zero biases: at the start
+        # every token's logits are nearly equal, so the loss is about
+        # ln(vocab), and nothing saturates.
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def n_params(self) -> int:
+        """Parameters, counting the tied embedding once (parameters() does)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``idx`` (B, T) int64 ids -> ``(logits (B, T, V), loss)``; ``loss``
+        is the mean cross-entropy in nats/token against ``targets`` (B, T), or
+        None without targets."""
+        B, T = idx.shape
+        if T > self.cfg.block_size:
+            raise ValueError(
+                f"sequence of {T} tokens is longer than block_size {self.cfg.block_size}; "
+                f"crop the context to the last {self.cfg.block_size} tokens"
+            )
+        pos = torch.arange(T, device=idx.device)  # (T,)
+        x = self.tok_emb(idx) + self.pos_emb(pos)  # (B, T, C) + (T, C) broadcast -> (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        x = self.ln_f(x)  # (B, T, C)
+        logits = self.lm_head(x)  # (B, T, V)
+        if targets is None:
+            return logits, None
+        # Cross-entropy in float32 even under bf16 autocast: the log-softmax
+        # over V classes loses too much in 8 bits of mantissa.
+        loss = F.cross_entropy(logits.float().reshape(B * T, -1), targets.reshape(B * T))
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Extends ``idx`` (B, T) by ``max_new_tokens`` sampled ids -> (B, T + new).
+
+        ``temperature`` divides the logits (below 1: safer, above 1: wilder;
+        0: always the most likely token); ``top_k`` samples only among the k
+        most likely tokens. Pass ``generator`` for reproducible samples."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        was_training = self.training
+        self.eval()
+        try:
+            for _ in range(max_new_tokens):
+                context = idx[:, -self.cfg.block_size :]  # (B, <=block_size): older tokens fall off
+                logits, _ = self(context)  # (B, T', V)
+                logits = logits[:, -1, :].float()  # (B, V): only the next token's distribution
+                # Padding ids are not tokens: never sample them.
+                logits[:, self.cfg.n_vocab :] = float("-inf")
+                if temperature == 0:
+                    next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+                else:
+                    logits = logits / temperature
+                    if top_k is not None:
+                        kth = torch.topk(logits, min(top_k, self.cfg.n_vocab), dim=-1).values[:, -1:]  # (B, 1)
+                        logits = logits.masked_fill(logits < kth, float("-inf"))
+                    probs = F.softmax(logits, dim=-1)  # (B, V)
+                    next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+                idx = torch.cat([idx, next_id.to(idx.device)], dim=1)  # (B, T + 1)
+        finally:
+            self.train(was_training)
+        return idx
+
+
+def generate_text(
+    model: GPT,
+    tokenizer,
+    prompt: str,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    *,
+    generator: torch.Generator | None = None,
+) -> str:
+    """``prompt`` and its sampled continuation as a ``str``.
+
+    The text is decoded from all ids at once with ``errors="replace"``: a
+    byte-level model may stop in the middle of a multi-byte character (or
+    produce bytes that are not UTF-8 at all), which becomes U+FFFD instead of
+    an exception. An empty prompt starts from ``<|endoftext|>``, the token
+    that begins every document after the first."""
+    device = next(model.parameters()).device
+    if prompt:
+        ids = tokenizer.encode(prompt, allowed_special="all")
+    else:
+        eot = tokenizer.special_tokens.get("<|endoftext|>")
+        if eot is None:
+            raise ValueError("the tokenizer has no <|endoftext|> token to start from; give a prompt")
+        ids = [eot]
+    idx = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
+    out = model.generate(idx, max_new_tokens, temperature, top_k, generator=generator)  # (1, T + new)
+    new_ids = out[0].tolist()
+    if not prompt:
+        new_ids = new_ids[1:]  # the start token is not part of the text
+    return tokenizer.decode(new_ids, errors="replace")
