@@ -10,11 +10,12 @@ import argparse
 import os
 import re
 import sys
+import warnings
 from decimal import Decimal
 from pathlib import Path
 
 from bpe import gpt_cli
-from bpe.tokenizer import PATTERNS, Tokenizer, check_readable_file, pattern_name
+from bpe.tokenizer import PATTERNS, Tokenizer, check_readable_file, check_text_file, pattern_name
 
 
 class UsageError(Exception):
@@ -53,17 +54,21 @@ def _check_output(path: str) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    files = [check_readable_file(f) for f in args.files]
+    files = [check_text_file(f) for f in args.files]
     _check_output(args.output)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
-    tok = Tokenizer.train(
-        [Path(f) for f in files],
-        args.vocab,
-        pattern=args.pattern,
-        special_tokens=specials,
-        progress=progress,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tok = Tokenizer.train(
+            [Path(f) for f in files],
+            args.vocab,
+            pattern=args.pattern,
+            special_tokens=specials,
+            progress=progress,
+        )
+    for w in caught:  # one line each, not Python's file:line: UserWarning form
+        print(f"bpe: warning: {w.message}", file=sys.stderr)
     tok.save(args.output)
     if not args.quiet:
         print(f"wrote {args.output}: {tok.n_vocab} tokens ({len(tok.merges)} merges, "
@@ -95,7 +100,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
 
 def _encode_to_stdout(args: argparse.Namespace) -> None:
     tok = _load(args.tokenizer)
-    files = [check_readable_file(f) for f in args.files]
+    files = [check_text_file(f) for f in args.files]
     # Read and encode every file before printing anything: a bad second file
     # gives one error line, not half an output.
     lines = []
@@ -109,7 +114,7 @@ def _encode_to_stdout(args: argparse.Namespace) -> None:
 
 def cmd_decode(args: argparse.Namespace) -> None:
     tok = _load(args.tokenizer)
-    raw = _read_text(args.file) if args.file and args.file != "-" else sys.stdin.read()
+    raw = _read_text(check_text_file(args.file)) if args.file and args.file != "-" else sys.stdin.read()
     try:
         ids = [int(x) for x in raw.split()]
     except ValueError as e:
@@ -120,7 +125,7 @@ def cmd_decode(args: argparse.Namespace) -> None:
 def cmd_info(args: argparse.Namespace) -> None:
     tok = _load(args.tokenizer)
     # Read FILE before printing anything: a bad FILE gives one error line only.
-    text = _read_text(check_readable_file(args.file)) if args.file else None
+    text = _read_text(check_text_file(args.file)) if args.file else None
     print(f"file:            {args.tokenizer}")
     print(f"vocab size:      {tok.n_vocab}")
     print(f"merges:          {len(tok.merges)}")
@@ -141,7 +146,10 @@ def _read_text(path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UsageError(f"{path} is not valid UTF-8 at byte offset {e.start}; convert it to UTF-8") from None
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UsageError(
+            f"{path} is not valid UTF-8 at byte offset {e.start} (line {line}); convert it to UTF-8"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         # `bpe encode ... | head`: the reader left; not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (UsageError, OSError, ValueError, TypeError) as e:
+    except MemoryError:
+        print("bpe: error: out of memory", file=sys.stderr)
+        return 1
+    except (UsageError, OSError, ValueError, TypeError, OverflowError, RuntimeError) as e:
+        # RuntimeError: an internal error of the Rust core (its message says so).
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, OSError) and e.filename and e.filename not in msg:
             msg = f"{e.filename}: {msg}"

@@ -27,6 +27,7 @@ many documents every document contributes to both splits.
 from __future__ import annotations
 
 import array
+import codecs
 import hashlib
 import json
 import math
@@ -37,7 +38,7 @@ import time
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from bpe import _core
-from bpe.tokenizer import ENDOFTEXT, Tokenizer, atomic_write_text, check_readable_file, pattern_name
+from bpe.tokenizer import ENDOFTEXT, Tokenizer, atomic_write_text, check_readable_file, check_text_file, pattern_name
 
 if TYPE_CHECKING:  # numpy and torch are optional: only type checkers see these
     import numpy as np
@@ -139,6 +140,33 @@ def _split_offset(path: str, size: int, val_fraction: float) -> int:
         return target
 
 
+#: The most bytes held without a safe cut point, as in the Rust core
+#: (``rust/limits.rs``): a longer word, number or white-space run is an error.
+MAX_UNCUT_BYTES = 64 << 20
+
+
+def _line_of(path: str, offset: int) -> int:
+    """The 1-based line of byte ``offset`` (re-reads the file; for errors only)."""
+    lines = 1
+    with open(path, "rb") as f:
+        while offset > 0:
+            block = f.read(min(offset, 1 << 20))
+            if not block:
+                break
+            lines += block.count(b"\n")
+            offset -= len(block)
+    return lines
+
+
+def _uncut_message(path: str, offset: int, length: int) -> str:
+    return (
+        f"{path}: the {length} bytes from byte offset {offset} (line {_line_of(path, offset)}) hold no point "
+        f"where the text can be cut without changing its chunks (one word, number or white-space run "
+        f"longer than {MAX_UNCUT_BYTES >> 20} MiB); bpe reads at most that much at once: break that text "
+        f"into shorter lines"
+    )
+
+
 class _Piece:
     __slots__ = ("split", "text", "n_bytes", "doc_start")
 
@@ -146,16 +174,20 @@ class _Piece:
         self.split, self.text, self.n_bytes, self.doc_start = split, text, n_bytes, doc_start
 
 
-def _decode(data: bytes, path: str, offset: int) -> str:
+def _decode(data: bytes, path: str, offset: int, final: bool = True) -> str:
+    """``data`` as text; ``final=False`` lets it end inside a character."""
     try:
-        return data.decode("utf-8")
+        return codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
     except UnicodeDecodeError as e:
+        at = offset + e.start
         raise ValueError(
-            f"{path} is not valid UTF-8 at byte offset {offset + e.start}; convert it to UTF-8"
+            f"{path} is not valid UTF-8 at byte offset {at} (line {_line_of(path, at)}); convert it to UTF-8"
         ) from None
 
 
-def _file_pieces(path: str, val_fraction: float, cuttable: bool, piece_bytes: int) -> Iterator[_Piece]:
+def _file_pieces(
+    path: str, val_fraction: float, cuttable: bool, piece_bytes: int, line_cuts_only: bool = False
+) -> Iterator[_Piece]:
     """The pieces of one file, in order, each tagged with its split."""
     size = os.path.getsize(path)
     split_at = _split_offset(path, size, val_fraction)
@@ -170,11 +202,18 @@ def _file_pieces(path: str, val_fraction: float, cuttable: bool, piece_bytes: in
                 continue
             pos, carry, first = start, b"", True
             while pos < end or carry:
-                block = f.read(min(piece_bytes, end - pos))
+                # A long carry (no cut point yet) doubles the read: linear, not
+                # quadratic, in the length of a long line.
+                block = f.read(min(max(piece_bytes, len(carry)), end - pos))
                 pos += len(block)
                 data = carry + block
                 cut = _core.last_safe_cut(data) if pos < end else len(data)
+                if cut is not None and line_cuts_only and pos < end and data[cut - 1] != 0x0A:
+                    cut = None  # a word cut, which an allowed special token could straddle
                 if cut is None:  # no safe point yet: read on (the piece grows)
+                    if len(data) >= MAX_UNCUT_BYTES:
+                        _decode(data, path, pos - len(data), final=False)  # bad bytes: name them first
+                        raise ValueError(_uncut_message(path, pos - len(data), len(data)))
                     carry = data
                     continue
                 offset = pos - len(data)
@@ -284,7 +323,7 @@ def write_dataset(
     tokenizer_path = check_readable_file(tokenizer_path)
     tok = Tokenizer.load(tokenizer_path)
     tok_sha = file_sha256(tokenizer_path)  # `bpe gpt train -t TOK` checks it is the same file
-    paths = [check_readable_file(p) for p in files]
+    paths = [check_text_file(p) for p in files]
     if not paths:
         raise ValueError("no input files")
     eot = tok.special_tokens.get(ENDOFTEXT)
@@ -298,9 +337,14 @@ def write_dataset(
     created = _prepare_dir(out_dir)
 
     # Cutting is exact only for the built-in patterns, and only if no special
-    # token that we turn into its id could straddle a cut.
+    # token that we turn into its id could straddle a cut: a line cut needs a
+    # '\n' in it; a word cut (a letter, then no letter: "<|endoftext|>" has
+    # one) is then not used, only line cuts.
     cuttable = pattern_name(tok.pattern) is not None and not (
         allow_special and any("\n" in s for s in tok.special_tokens)
+    )
+    line_cuts_only = allow_special and any(
+        _core.last_safe_cut(s.encode("utf-8")) is not None for s in tok.special_tokens
     )
     if progress is None:
         progress = sys.stderr.isatty()
@@ -334,7 +378,7 @@ def write_dataset(
         batch: list[_Piece] = []
         size = 0
         for path in paths:
-            for piece in _file_pieces(path, val_fraction, cuttable, piece_bytes):
+            for piece in _file_pieces(path, val_fraction, cuttable, piece_bytes, line_cuts_only):
                 batch.append(piece)
                 size += piece.n_bytes
                 if size >= BATCH_BYTES:

@@ -66,6 +66,16 @@ fn table() -> &'static [u16] {
     })
 }
 
+/// `\p{L}` (for the word cut rule of `pretokenize.rs`).
+pub(crate) fn is_letter(c: char) -> bool {
+    table()[c as usize] & L != 0
+}
+
+/// `\p{L}` or `\p{M}` (for the word cut rule of `pretokenize.rs`).
+pub(crate) fn is_letter_or_mark(c: char) -> bool {
+    table()[c as usize] & (L | M) != 0
+}
+
 /// The three lexers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lexer {
@@ -158,8 +168,25 @@ impl<'a> Text<'a> {
     }
 
     #[inline]
-    fn run_of(&self, i: usize, bits: u16) -> usize {
-        self.run(i, usize::MAX, |f| f & bits != 0)
+    fn run_of(&self, mut i: usize, bits: u16) -> usize {
+        // The hot loop of every lexer (letter runs are most of any text):
+        // ASCII bytes are looked up directly, without decoding a char; other
+        // characters take the general path. This halved the lexing time.
+        loop {
+            while let Some(&b) = self.b.get(i) {
+                if b >= 0x80 {
+                    break;
+                }
+                if self.classes[b as usize] & bits == 0 {
+                    return i;
+                }
+                i += 1;
+            }
+            match self.at(i) {
+                Some((c, len)) if self.class(c) & bits != 0 => i += len,
+                _ => return i,
+            }
+        }
     }
 
     /// `[^\s\p{L}\p{N}]`: "punctuation" (symbols, marks, controls, ...).
@@ -318,6 +345,16 @@ impl<'a> Text<'a> {
     ///   E `\s*[\r\n]+`, F `\s+(?!\S)`, G `\s+`
     /// with UP = `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`, LOW = `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
     fn gpt4o(&self, i: usize) -> usize {
+        // Fast path for the most common chunk of all, ` ?[a-z]...`: an ASCII
+        // lower-case letter is LOW and not UP, so alternative A matches at
+        // once (with the space as its prefix, if any): the LOW run and an
+        // optional contraction. Skipping the general search below made
+        // GPT-4o lexing about 1.5× faster.
+        let s = if self.b[i] == b' ' { i + 1 } else { i };
+        if self.b.get(s).is_some_and(u8::is_ascii_lowercase) {
+            let e = self.run_of(s, LOW);
+            return self.contraction(e, true).unwrap_or(e);
+        }
         let (c, len) = self.at(i).expect("i < len");
         let f = self.class(c);
         // The optional prefix is greedy: tried with it first, then without.

@@ -9,8 +9,14 @@
 
 pub mod encode;
 pub mod lexer;
+pub mod limits;
+pub mod pieces;
 pub mod pretokenize;
 pub mod train;
+
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 
 #[cfg(feature = "python")]
 mod py;

@@ -50,8 +50,9 @@ pub struct Splitter {
 enum Engine {
     /// One of the three built-in patterns.
     Lexer(Lexer),
-    /// Any other pattern.
-    Regex(Regex),
+    /// Any other pattern; `true` if the `regex` crate accepts it too, i.e. it
+    /// has no look-around or backreference and runs in linear time.
+    Regex(Regex, bool),
 }
 
 impl Splitter {
@@ -60,6 +61,7 @@ impl Splitter {
             Some(lexer) => Engine::Lexer(lexer),
             None => Engine::Regex(
                 Regex::new(pattern).map_err(|e| format!("invalid split pattern {pattern:?}: {e}"))?,
+                regex::Regex::new(pattern).is_ok(),
             ),
         };
         Ok(Splitter { engine, pattern: pattern.to_string() })
@@ -81,12 +83,15 @@ impl Splitter {
     ///
     /// fancy-regex can fail at match time (its backtracking limit); that is an
     /// error for the caller, never a panic.
+    /// A custom pattern must match every character: text it skips would be
+    /// lost (encoding drops it, training ignores it), so a gap is an error
+    /// naming its byte offset. (The built-in patterns match everything.)
     pub fn for_each_chunk<'t>(
         &self,
         text: &'t str,
         mut f: impl FnMut(&'t str),
     ) -> Result<(), String> {
-        self.for_each_match(text, |m| {
+        self.for_each_match_checked(text, true, |m| {
             if !m.is_empty() {
                 f(m)
             }
@@ -100,19 +105,70 @@ impl Splitter {
         Ok(out)
     }
 
-    fn for_each_match<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) -> Result<(), String> {
+    fn for_each_match<'t>(&self, text: &'t str, f: impl FnMut(&'t str)) -> Result<(), String> {
+        self.for_each_match_checked(text, false, f)
+    }
+
+    /// The matches of `text`; with `covering`, an error if they leave a gap
+    /// (text that no match covers would be silently dropped by encoding).
+    fn for_each_match_checked<'t>(
+        &self,
+        text: &'t str,
+        covering: bool,
+        mut f: impl FnMut(&'t str),
+    ) -> Result<(), String> {
         match &self.engine {
             Engine::Lexer(lexer) => lexer.for_each_chunk(text, f),
-            Engine::Regex(regex) => {
-                for m in regex.find_iter(text) {
+            Engine::Regex(regex, linear) => {
+                // fancy-regex bounds the backtracking of one match, not of all
+                // of them: `(a+)+(?!x)c|[\s\S]` on a run of n a's does O(n)
+                // work at each of n places. So a pattern that needs its
+                // backtracking engine (look-around, backreferences) has a time
+                // budget for the whole split: 1 s plus 10 µs a byte (100 KB/s,
+                // 20 times slower than that engine on ordinary patterns). A
+                // pattern the linear-time `regex` crate runs needs none.
+                let started = std::time::Instant::now();
+                let budget = if *linear {
+                    std::time::Duration::MAX
+                } else {
+                    std::time::Duration::from_secs(1)
+                        + std::time::Duration::from_micros(10u64.saturating_mul(text.len() as u64))
+                };
+                let mut pos = 0;
+                for (k, m) in regex.find_iter(text).enumerate() {
                     let m = m.map_err(|e| {
                         format!("the split pattern failed on this text ({e}); try a simpler pattern")
                     })?;
+                    if covering && m.start() > pos {
+                        return Err(self.gap_error(text, pos));
+                    }
+                    pos = pos.max(m.end());
                     f(m.as_str());
+                    if !*linear && k % 64 == 63 && started.elapsed() > budget {
+                        return Err(format!(
+                            "the split pattern failed on this text (too slow: {pos} of {} bytes split in \
+                             {:.1} s; catastrophic backtracking?); try a simpler pattern",
+                            text.len(),
+                            started.elapsed().as_secs_f64()
+                        ));
+                    }
+                }
+                if covering && pos < text.len() {
+                    return Err(self.gap_error(text, pos));
                 }
             }
         }
         Ok(())
+    }
+
+    fn gap_error(&self, text: &str, pos: usize) -> String {
+        let snippet: String = text[pos..].chars().take(20).collect();
+        format!(
+            "the split pattern {:?} matches nothing at byte {pos} of the text (at {snippet:?}), so \
+             that text would be lost; a split pattern must match every character: end it with \
+             `|[\\s\\S]` (any character)",
+            self.pattern
+        )
     }
 }
 
@@ -136,6 +192,30 @@ impl Splitter {
 //     matching from `p` in the whole text.
 // For custom patterns no such proof exists: texts are only cut when streaming
 // files (documented in README), never in `pretokenize`.
+
+//
+// Inside a line there is a second kind of safe cut, used when a block of a
+// streamed file has no line cut (one very long line): a *word cut* at `p`,
+// where the character before `p` is a letter (`\p{L}`) and the character at
+// `p` is neither a letter, nor a mark (`\p{M}`), nor an apostrophe. Why it is
+// safe for the three built-in patterns:
+//   * A letter can only be in a chunk matched by a letter alternative
+//     (` ?\p{L}++`, `[^\r\n\p{L}\p{N}]?+\p{L}++`, GPT-4o's
+//     `[^\r\n\p{L}\p{N}]?[UP]*[LOW]+(?i:'s|...)?` and its twin) or a
+//     contraction (`'s`, `'ll`, ...). None of these can go on past the letter
+//     with a character that is not a letter, a mark (GPT-4o's UP and LOW
+//     include `\p{M}`) or an apostrophe (GPT-4o's contraction suffix). So in
+//     the whole text a chunk ends at `p`.
+//   * The only questions any alternative asks about the character at `p`
+//     while matching the chunk that ends there are "is it a letter / UP /
+//     LOW / a mark / an apostrophe?", answered "no" both by that character
+//     and by the end of the segment; white-space alternatives (`$`,
+//     `(?!\S)`) cannot reach `p` across the letter. Chunks ending earlier
+//     never look at `p`. So the segment before `p` gives the same chunks.
+//   * Matching from `p` never looks behind, so the segment from `p` gives the
+//     chunks of the whole text from `p`.
+// Tests check both rules by cutting texts at every such point (Rust unit
+// tests here and the `pretokenize` fuzz target).
 
 /// Python's `regex` treats U+001C..U+001F as white space too; be strict.
 fn is_space(c: char) -> bool {
@@ -175,6 +255,38 @@ pub fn is_safe_cut(b: &[u8], p: usize) -> bool {
         && matches!(char_at(b, p), Some(c) if c.is_alphanumeric())
 }
 
+/// Is `p` a word cut (see above): a letter before it, and after it a character
+/// that is no letter, mark or apostrophe?
+pub fn is_word_cut(b: &[u8], p: usize) -> bool {
+    if p == 0 || p >= b.len() {
+        return false;
+    }
+    // ASCII fast path: the ASCII letters are exactly [A-Za-z]; no ASCII
+    // character is a mark.
+    let (before, at) = (b[p - 1], b[p]);
+    if before < 0x80 && !before.is_ascii_alphabetic() {
+        return false;
+    }
+    if at < 0x80 && (at.is_ascii_alphabetic() || at == b'\'') {
+        return false;
+    }
+    matches!(char_before(b, p), Some(c) if crate::lexer::is_letter(c))
+        && matches!(char_at(b, p), Some(c) if c != '\'' && !crate::lexer::is_letter_or_mark(c))
+}
+
+/// The last word cut in `b`.
+pub fn last_word_cut(b: &[u8]) -> Option<usize> {
+    // Walk back over character starts (not continuation bytes).
+    let mut p = b.len();
+    while p > 1 {
+        p -= 1;
+        if (b[p] & 0xc0) != 0x80 && is_word_cut(b, p) {
+            return Some(p);
+        }
+    }
+    None
+}
+
 /// The first safe cut at or after byte `from`.
 pub fn next_safe_cut(b: &[u8], from: usize) -> Option<usize> {
     let mut i = from.max(1);
@@ -191,8 +303,14 @@ pub fn next_safe_cut(b: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// The last safe cut in `b` (used to end a block read from a file).
+/// The last safe cut in `b` (used to end a block read from a file): the last
+/// line cut, or if the block has none (one long line), the last word cut.
 pub fn last_safe_cut(b: &[u8]) -> Option<usize> {
+    last_line_cut(b).or_else(|| last_word_cut(b))
+}
+
+/// The last line cut ([`is_safe_cut`]) in `b`.
+pub fn last_line_cut(b: &[u8]) -> Option<usize> {
     let mut end = b.len();
     while let Some(nl) = memchr::memrchr(b'\n', &b[..end]) {
         if is_safe_cut(b, nl + 1) {
@@ -266,6 +384,87 @@ mod tests {
                 assert_eq!(cut, whole, "pattern {pattern} target {target}");
             }
         }
+    }
+
+    /// Cutting at any line or word cut gives the chunks of the whole text
+    /// (random texts of tricky characters, every cut point of each).
+    #[test]
+    fn every_cut_point_keeps_the_chunks() {
+        const ALPHABET: &[&str] = &[
+            "a", "Z", "é", "ǅ", "ʰ", "日", "\u{301}", "\u{903}", "ſ", "1", "٣", "½", " ", "  ", "\t", "\n", "\r",
+            "\u{a0}", "\u{3000}", "'", "'s", "'LL", "'ve", "!", "/", ".", "🙂", "$", "\u{295}", "-", "’",
+        ];
+        let mut seed = 0x2545f4914f6cdd1du64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let splitters: Vec<Splitter> =
+            [GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN].iter().map(|p| Splitter::new(p).unwrap()).collect();
+        let mut cuts = 0;
+        for _ in 0..3000 {
+            let n = (rand() % 12) as usize;
+            let text: String = (0..n).map(|_| ALPHABET[(rand() % ALPHABET.len() as u64) as usize]).collect();
+            let b = text.as_bytes();
+            for p in 0..=b.len() {
+                if !(is_safe_cut(b, p) || is_word_cut(b, p)) {
+                    continue;
+                }
+                cuts += 1;
+                for s in &splitters {
+                    let mut cut = chunks(s, &text[..p]);
+                    cut.extend(chunks(s, &text[p..]));
+                    assert_eq!(cut, chunks(s, &text), "{:?} cut at {p} of {text:?}", s.pattern());
+                }
+            }
+        }
+        assert!(cuts > 1000, "{cuts}");
+    }
+
+    #[test]
+    fn word_cut_rules() {
+        assert!(is_word_cut(b"ab cd", 2)); // letter, space
+        assert!(is_word_cut(b"ab1", 2)); // letter, digit
+        assert!(is_word_cut("日。".as_bytes(), 3)); // CJK letter, CJK punctuation
+        assert!(!is_word_cut(b"abc", 1)); // inside a word
+        assert!(!is_word_cut(b"ab's", 2)); // GPT-4o's contraction suffix
+        assert!(!is_word_cut("e\u{301} ".as_bytes(), 1)); // a combining mark continues GPT-4o's word
+        assert!(!is_word_cut(b"1 a", 1)); // no letter before
+        assert!(!is_word_cut(b"ab", 2)); // the end is no cut
+        assert!(!is_word_cut(b"a\xff", 1)); // not a character after
+        assert_eq!(last_word_cut(b"one two three"), Some(7));
+        // A line cut wins over a later word cut; a word cut when there is no line cut.
+        assert_eq!(last_safe_cut(b"a\nbc de"), Some(2));
+        assert_eq!(last_safe_cut(b"  bc de"), Some(4));
+        assert_eq!(last_safe_cut(b"   12345"), None);
+    }
+
+    #[test]
+    fn a_custom_pattern_must_cover_the_text() {
+        let s = Splitter::new(r"\w+").unwrap();
+        let err = s.for_each_chunk("ab, cd", |_| {}).unwrap_err();
+        assert!(err.contains("byte 2") && err.contains("[\\s\\S]"), "{err}");
+        let err = Splitter::new(r"a").unwrap().for_each_chunk("aab", |_| {}).unwrap_err();
+        assert!(err.contains("byte 2"), "{err}");
+        assert!(Splitter::new("").unwrap().for_each_chunk("x", |_| {}).is_err());
+        // findall mirrors regex.findall: gaps are fine there.
+        assert_eq!(s.findall("ab, cd").unwrap(), vec!["ab", "cd"]);
+        assert!(Splitter::new(r"\w+|[\s\S]").unwrap().for_each_chunk("ab, cd", |_| {}).is_ok());
+    }
+
+    #[test]
+    fn slow_custom_patterns_are_stopped() {
+        // Exponential on one match: fancy-regex's backtracking limit.
+        let s = Splitter::new(r"(a|a)*(?=b)|[\s\S]").unwrap();
+        assert!(s.for_each_chunk(&"a".repeat(30_000), |_| {}).unwrap_err().contains("backtracking"));
+        // Quadratic over many matches: the time budget (1 s + 10 µs a byte).
+        let s = Splitter::new(r"(a+)+(?!x)c|[\s\S]").unwrap();
+        let started = std::time::Instant::now();
+        let err = s.for_each_chunk(&format!("{}b", "a".repeat(30_000)), |_| {}).unwrap_err();
+        assert!(err.contains("too slow") && err.contains("simpler pattern"), "{err}");
+        assert!(started.elapsed().as_secs_f64() < 5.0);
     }
 
     #[test]

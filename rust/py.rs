@@ -8,15 +8,17 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::encode::{Encoder, Rank};
+use crate::pieces;
 use crate::pretokenize::{self, Splitter};
 use crate::train::{self, ChunkCounts};
 
@@ -41,6 +43,10 @@ fn guard<T>(f: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
         }
     }
 }
+
+/// Texts are counted or encoded in groups of about this many bytes, with a
+/// check for Ctrl-C between groups.
+const GROUP_BYTES: usize = 8 << 20;
 
 /// Checks for Ctrl-C from a thread that released the GIL.
 fn check_interrupt() -> Result<(), String> {
@@ -104,7 +110,7 @@ impl Trainer {
         py.allow_threads(|| {
             guard(|| {
                 let docs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                let batch = train::count_documents(splitter, &docs, false)?;
+                let batch = pieces::count_documents(splitter, &docs, GROUP_BYTES, check_interrupt)?;
                 *counts = train::merge_counts(std::mem::take(counts), batch);
                 Ok(())
             })
@@ -142,9 +148,18 @@ impl Trainer {
 
     /// Learns merges up to `target` ordinary tokens. Returns `(left, right, new)` triples.
     /// The counts are consumed.
-    fn train(&mut self, py: Python<'_>, target: usize, progress: bool) -> PyResult<Vec<(u32, u32, u32)>> {
+    /// Learns merges: returns the `(left, right, new)` triples, and the bytes
+    /// of each new token in id order (from 256), which Python would otherwise
+    /// rebuild by replaying the merges (a third of a small training's time).
+    #[allow(clippy::type_complexity)]
+    fn train<'py>(
+        &mut self,
+        py: Python<'py>,
+        target: usize,
+        progress: bool,
+    ) -> PyResult<(Vec<(u32, u32, u32)>, Vec<Bound<'py, PyBytes>>)> {
         let counts = std::mem::take(&mut self.counts);
-        py.allow_threads(|| {
+        let merges = py.allow_threads(|| {
             guard(|| {
                 let pb = bar(
                     progress,
@@ -152,17 +167,30 @@ impl Trainer {
                     "{msg:>10} [{bar:30}] {pos}/{len} merges {per_sec} eta {eta}",
                     "merging",
                 );
+                // Ctrl-C is checked every 50 ms (early merges of a large corpus
+                // can each rewrite a million words, so a count would be slow).
+                let mut checked = std::time::Instant::now();
                 let merges = train::learn_merges(counts, target, |size| {
                     pb.set_position((size - 256) as u64);
-                    if size % 1024 == 0 {
+                    if checked.elapsed() > Duration::from_millis(50) {
+                        checked = std::time::Instant::now();
                         check_interrupt()?;
                     }
                     Ok(())
                 })?;
                 pb.finish_and_clear();
-                Ok(merges.into_iter().map(|m| (m.left, m.right, m.new)).collect())
+                Ok(merges)
             })
-        })
+        })?;
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for m in &merges {
+            if m.new as usize == tokens.len() {
+                let bytes = [&tokens[m.left as usize][..], &tokens[m.right as usize][..]].concat();
+                tokens.push(bytes);
+            }
+        }
+        let triples = merges.iter().map(|m| (m.left, m.right, m.new)).collect();
+        Ok((triples, tokens[256..].iter().map(|b| PyBytes::new(py, b)).collect()))
     }
 }
 
@@ -175,6 +203,39 @@ struct CoreBPE {
 /// Python's `allowed_special` arrives as a set of str.
 fn allowed_set(allowed: Vec<String>) -> FxHashSet<String> {
     allowed.into_iter().collect()
+}
+
+impl CoreBPE {
+    /// Encodes in pieces (checking for Ctrl-C between them), without the GIL
+    /// for all but short texts.
+    fn ids(&self, py: Python<'_>, text: &str, allowed: &FxHashSet<String>) -> PyResult<Vec<Rank>> {
+        let work = || guard(|| pieces::encode(&self.enc, text, allowed, check_interrupt));
+        // Releasing and re-taking the GIL costs about as much as encoding 64
+        // bytes, and no other thread could do much in the microsecond it
+        // would be free.
+        if text.len() < GIL_RELEASE_BYTES {
+            work()
+        } else {
+            py.allow_threads(work)
+        }
+    }
+}
+
+/// Texts shorter than this are encoded without releasing the GIL.
+const GIL_RELEASE_BYTES: usize = 4096;
+
+/// A rayon pool of `n` threads (0: one per core), built once per size and
+/// kept: building one spawns its threads, which costs more than encoding a
+/// small batch.
+fn thread_pool(n: usize) -> Result<Arc<rayon::ThreadPool>, String> {
+    static POOLS: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
+        return Ok(p.clone());
+    }
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| e.to_string())?);
+    pools.push((n, pool.clone()));
+    Ok(pool)
 }
 
 #[pymethods]
@@ -190,12 +251,36 @@ impl CoreBPE {
     }
 
     fn encode_ordinary(&self, py: Python<'_>, text: &str) -> PyResult<Vec<Rank>> {
-        py.allow_threads(|| guard(|| self.enc.encode_ordinary(text)))
+        self.ids(py, text, &FxHashSet::default())
     }
 
     fn encode(&self, py: Python<'_>, text: &str, allowed_special: Vec<String>) -> PyResult<Vec<Rank>> {
-        let allowed = allowed_set(allowed_special);
-        py.allow_threads(|| guard(|| self.enc.encode(text, &allowed)))
+        self.ids(py, text, &allowed_set(allowed_special))
+    }
+
+    /// The default policy of `Tokenizer.encode` in one call: the ids of
+    /// `text` encoded as ordinary text, or, if it holds any special token,
+    /// that token's text (a `str`, for Python to raise its error). One call
+    /// instead of a search and an encode halves the cost for short strings.
+    fn encode_unless_special(&self, py: Python<'_>, text: &str) -> PyResult<PyObject> {
+        if let Some(found) = self.enc.find_any_special(text) {
+            return Ok(found.into_pyobject(py)?.into_any().unbind());
+        }
+        let ids = self.ids(py, text, &FxHashSet::default())?;
+        Ok(ids.into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// `encode` as little-endian u32 bytes, for `numpy.frombuffer`: no Python
+    /// int per token (building the list is ~15% of encoding a large text).
+    fn encode_u32<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        allowed_special: Vec<String>,
+    ) -> PyResult<Bound<'py, PyByteArray>> {
+        let ids = self.ids(py, text, &allowed_set(allowed_special))?;
+        let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+        Ok(PyByteArray::new(py, &bytes))
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
@@ -205,18 +290,35 @@ impl CoreBPE {
         texts: Vec<String>,
         allowed_special: Vec<String>,
         num_threads: usize,
-    ) -> PyResult<Vec<Vec<Rank>>> {
+    ) -> PyResult<Py<PyList>> {
         use rayon::prelude::*;
         let allowed = allowed_set(allowed_special);
-        py.allow_threads(|| {
-            guard(|| {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(num_threads)
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                pool.install(|| texts.par_iter().map(|t| self.enc.encode(t, &allowed)).collect())
-            })
-        })
+        let pool = guard(|| thread_pool(num_threads))?;
+        let sizes: Vec<usize> = texts.iter().map(String::len).collect();
+        let lists = py.allow_threads(|| -> PyResult<Vec<Py<PyList>>> {
+            // Group by group, checking for Ctrl-C between groups (from this
+            // thread: Python only sees signals on the main thread).
+            let mut out = Vec::with_capacity(texts.len());
+            for group in pieces::groups(&sizes, GROUP_BYTES) {
+                guard(check_interrupt)?;
+                // Each worker builds the Python list of its own text as soon
+                // as it is encoded (taking the GIL just for that), so building
+                // lists, which one thread at a time can do, overlaps with the
+                // other workers' encoding instead of running alone afterwards.
+                let lists: PyResult<Vec<Py<PyList>>> = pool.install(|| {
+                    texts[group]
+                        .par_iter()
+                        .map(|t| {
+                            let ids = guard(|| self.enc.encode(t, &allowed))?;
+                            Python::with_gil(|py| Ok(PyList::new(py, ids)?.unbind()))
+                        })
+                        .collect()
+                });
+                out.extend(lists?);
+            }
+            Ok(out)
+        })?;
+        Ok(PyList::new(py, lists)?.unbind())
     }
 
     /// The first of `tokens` found in `text` (leftmost), or None.
@@ -228,7 +330,7 @@ impl CoreBPE {
         let bytes = py.allow_threads(|| {
             guard(|| {
                 self.enc.decode_bytes(&ids).map_err(|id| {
-                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab() - 1)
+                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab().saturating_sub(1))
                 })
             })
         })?;
@@ -253,13 +355,12 @@ impl CoreBPE {
     }
 
     fn token_bytes<'py>(&self, py: Python<'py>, id: Rank) -> PyResult<Bound<'py, PyBytes>> {
-        match self.enc.token_bytes(id) {
-            Some(b) => Ok(PyBytes::new(py, b)),
-            None => Err(PyValueError::new_err(format!(
-                "unknown token id {id}: this vocabulary has ids 0..{}",
-                self.enc.n_vocab() - 1
-            ))),
-        }
+        let bytes = guard(|| {
+            self.enc.token_bytes(id).map(<[u8]>::to_vec).ok_or_else(|| {
+                format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab().saturating_sub(1))
+            })
+        })?;
+        Ok(PyBytes::new(py, &bytes))
     }
 }
 
@@ -272,10 +373,29 @@ fn last_safe_cut(data: &[u8]) -> Option<usize> {
 }
 
 /// Deliberately panics inside the core, to test that a panic surfaces as a
-/// Python exception (tests only).
+/// Python exception (tests only): in this thread, or with `threads` > 0 in
+/// worker threads of a rayon pool with the GIL released, as the real entry
+/// points run.
 #[pyfunction]
-fn _panic_for_tests() -> PyResult<()> {
-    guard(|| -> Result<(), String> { panic!("provoked panic") })
+#[pyo3(signature = (threads=0))]
+fn _panic_for_tests(py: Python<'_>, threads: usize) -> PyResult<()> {
+    if threads == 0 {
+        return guard(|| -> Result<(), String> { panic!("provoked panic") });
+    }
+    py.allow_threads(|| {
+        guard(|| {
+            use rayon::prelude::*;
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
+            pool.install(|| {
+                (0..threads * 4).into_par_iter().for_each(|i| {
+                    if i == threads * 2 {
+                        panic!("provoked panic in a worker thread")
+                    }
+                })
+            });
+            Ok(())
+        })
+    })
 }
 
 #[pymodule]

@@ -76,6 +76,42 @@ def test_special_tokens_hypothesis(tok, parts):
     assert ids == expected
 
 
+@given(parts=st.lists(st.one_of(st.sampled_from(SPECIALS), st.text(max_size=10)), max_size=6))
+def test_default_policy_fast_path_equals_general_path(tok, parts):
+    # encode(text) with the default arguments takes a one-call fast path; it
+    # must behave exactly like the general path with the same policy spelled out.
+    text = "".join(parts)
+
+    def outcome(**policy):
+        try:
+            return tok.encode(text, **policy)
+        except ValueError as e:
+            return str(e)
+
+    fast = outcome()
+    assert fast == outcome(allowed_special=set(), disallowed_special=set(SPECIALS))
+    if any(s in text for s in SPECIALS):
+        first = min((text.find(s), s) for s in SPECIALS if s in text)[1]
+        assert isinstance(fast, str) and repr(first) in fast
+    else:
+        assert fast == tok.encode_ordinary(text)
+
+
+def test_encode_to_numpy(tok):
+    np = pytest.importorskip("numpy")
+    text = (CORPORA / "multilingual_udhr.txt").read_text()[:100_000] + "<|fim|>"
+    arr = tok.encode_to_numpy(text, disallowed_special=())
+    assert arr.dtype == np.uint32 and arr.ndim == 1
+    assert arr.tolist() == tok.encode(text, disallowed_special=())
+    arr[0] = 7  # writable: the array owns its buffer
+    with_special = tok.encode_to_numpy("a<|fim|>", allowed_special="all")
+    assert with_special.tolist() == tok.encode("a<|fim|>", allowed_special="all")
+    with pytest.raises(ValueError, match="<\\|fim\\|>"):
+        tok.encode_to_numpy("a<|fim|>")
+    assert tok.encode_to_numpy("").tolist() == []
+    assert tok.encode_to_numpy("a\ud800b").tolist() == tok.encode("a\ufffdb")
+
+
 def test_lone_surrogates_replaced_like_tiktoken(tok):
     assert tok.encode("a\ud800b") == tok.encode("a\ufffdb")
     assert tok.encode_batch(["a\udfffb"]) == [tok.encode("a\ufffdb")]

@@ -1,0 +1,153 @@
+//! Profiling driver (not part of the library): times the phases of encoding
+//! and training on one file, so a change can be measured in isolation.
+//!   cargo run --profile release --example profile -- encode RANKFILE PATTERN CORPUS
+//!   cargo run --profile release --example profile -- train CORPUS VOCAB
+use std::time::Instant;
+
+use bpe::encode::{Encoder, Rank};
+use bpe::pretokenize::{Splitter, GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use rustc_hash::FxHashMap;
+
+fn b64(s: &[u8]) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => 0,
+    };
+    let s: Vec<u8> = s.iter().copied().filter(|&c| c != b'=').collect();
+    let mut out = Vec::new();
+    for ch in s.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in ch.iter().enumerate() {
+            acc |= (val(c) as u32) << (18 - 6 * i);
+        }
+        for i in 0..ch.len() - 1 {
+            out.push((acc >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+fn pattern(name: &str) -> &'static str {
+    match name {
+        "gpt2" => GPT2_PATTERN,
+        "gpt4" => GPT4_PATTERN,
+        "gpt4o" => GPT4O_PATTERN,
+        _ => panic!("pattern: gpt2|gpt4|gpt4o"),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args[1].as_str() {
+        "encode" => {
+            let ranks: FxHashMap<Vec<u8>, Rank> = std::fs::read(&args[2])
+                .unwrap()
+                .split(|&c| c == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| {
+                    let mut it = l.split(|&c| c == b' ');
+                    let tok = b64(it.next().unwrap());
+                    let r: Rank = std::str::from_utf8(it.next().unwrap()).unwrap().parse().unwrap();
+                    (tok, r)
+                })
+                .collect();
+            let text = std::fs::read_to_string(&args[4]).unwrap();
+            let pat = pattern(&args[3]);
+            let enc = Encoder::new(ranks, FxHashMap::default(), pat).unwrap();
+            let split = Splitter::new(pat).unwrap();
+            let mb = text.len() as f64 / 1e6;
+            let reps: usize = std::env::var("REPS").map_or(5, |v| v.parse().unwrap());
+            let mut t_lex = vec![];
+            let mut t_enc = vec![];
+            let mut n = 0usize;
+            if reps == 0 {
+                return;
+            }
+            for _ in 0..reps {
+                let t = Instant::now();
+                let mut c = 0usize;
+                split.for_each_chunk(&text, |_| c += 1).unwrap();
+                t_lex.push(t.elapsed().as_secs_f64());
+                n = c;
+                let t = Instant::now();
+                let ids = enc.encode_ordinary(&text).unwrap();
+                t_enc.push(t.elapsed().as_secs_f64());
+                std::hint::black_box(ids);
+            }
+            let (l, e) = (median(t_lex), median(t_enc));
+            // STATS=1: how many chunks are not one token (they need merging).
+            if std::env::var("STATS").is_ok() {
+                let (mut multi, mut multi_bytes, mut multi_ids) = (0usize, 0usize, 0usize);
+                let mut distinct = rustc_hash::FxHashSet::default();
+                let mut out = Vec::new();
+                split
+                    .for_each_chunk(&text, |c| {
+                        out.clear();
+                        enc.encode_chunk(c.as_bytes(), &mut out).unwrap();
+                        if out.len() > 1 {
+                            multi += 1;
+                            multi_bytes += c.len();
+                            multi_ids += out.len();
+                            distinct.insert(c);
+                        }
+                    })
+                    .unwrap();
+                println!(
+                    "not-one-token chunks {multi} ({} distinct), avg {:.1} bytes -> {:.1} ids",
+                    distinct.len(),
+                    multi_bytes as f64 / multi as f64,
+                    multi_ids as f64 / multi as f64
+                );
+            }
+            println!(
+                "chunks {n}  lex {:.1} MB/s ({l:.3}s)  encode {:.1} MB/s ({e:.3}s)  bpe-part {:.3}s",
+                mb / l,
+                mb / e,
+                e - l
+            );
+        }
+        "train" => {
+            let path = std::path::PathBuf::from(&args[2]);
+            let vocab: usize = args[3].parse().unwrap();
+            let split = Splitter::new(GPT4_PATTERN).unwrap();
+            let t = Instant::now();
+            let counts = bpe::train::count_files(&split, &[path], |_| Ok(())).unwrap();
+            let n_distinct = counts.len();
+            // Peak memory so far (Linux), to see which phase sets the peak.
+            let peak = || {
+                let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+                status
+                    .lines()
+                    .find(|l| l.starts_with("VmHWM"))
+                    .unwrap_or("VmHWM: ?")
+                    .to_string()
+            };
+            let tc = t.elapsed().as_secs_f64();
+            println!("distinct chunks {n_distinct}  count {tc:.3}s  {}", peak());
+            let t = Instant::now();
+            let merges = bpe::train::learn_merges(counts, vocab - 256, |v| {
+                if [300, 1000, 3000, 10000, 30000].contains(&v) {
+                    println!("  vocab {v}: {:.3}s", t.elapsed().as_secs_f64());
+                }
+                Ok(())
+            })
+            .unwrap();
+            println!(
+                "merges {} in {:.3}s  {}",
+                merges.len(),
+                t.elapsed().as_secs_f64(),
+                peak()
+            );
+        }
+        _ => panic!("encode|train"),
+    }
+}

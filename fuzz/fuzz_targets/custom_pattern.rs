@@ -1,0 +1,3 @@
+#![no_main]
+// See rust/fuzzing.rs for what this target checks.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| bpe::fuzzing::custom_pattern(data));

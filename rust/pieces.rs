@@ -1,0 +1,285 @@
+//! Long inputs in pieces, so that the Python bindings can notice Ctrl-C
+//! between pieces instead of after the whole call.
+//!
+//! A text is cut only at line and word cuts (`pretokenize.rs`), which for the
+//! three built-in patterns change no chunk, and, when special tokens are
+//! allowed, never inside an occurrence of any special token (so every piece
+//! finds exactly the special tokens the whole text holds). With a custom
+//! pattern it is encoded whole. `between` runs before each piece; an error
+//! from it (Ctrl-C) stops the work.
+
+use rustc_hash::FxHashSet;
+
+use crate::encode::{Encoder, Rank};
+use crate::pretokenize::{is_safe_cut, is_word_cut, Splitter};
+use crate::train::{self, ChunkCounts};
+
+/// About this many bytes are encoded or counted between two calls of `between`.
+pub const PIECE_BYTES: usize = 1 << 20;
+
+/// `enc.encode(text, allowed)`, calling `between` every `PIECE_BYTES` or so.
+pub fn encode(
+    enc: &Encoder,
+    text: &str,
+    allowed: &FxHashSet<String>,
+    between: impl FnMut() -> Result<(), String>,
+) -> Result<Vec<Rank>, String> {
+    encode_with(enc, text, allowed, PIECE_BYTES, between)
+}
+
+/// [`encode`] with a piece size of one's choosing (tests and fuzzing).
+pub fn encode_with(
+    enc: &Encoder,
+    text: &str,
+    allowed: &FxHashSet<String>,
+    piece_bytes: usize,
+    mut between: impl FnMut() -> Result<(), String>,
+) -> Result<Vec<Rank>, String> {
+    if !enc.splitter().cuttable() || text.len() <= 2 * piece_bytes {
+        return enc.encode(text, allowed);
+    }
+    // With special tokens allowed, a cut inside any special token's text
+    // (allowed or not: a longer one can shadow a shorter one) could change
+    // which ones are found.
+    let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
+    let mut out = Vec::with_capacity(text.len() / 4);
+    for piece in cut(text, piece_bytes, &avoid) {
+        between()?;
+        out.extend(enc.encode(piece, allowed)?);
+    }
+    Ok(out)
+}
+
+/// `train::count_documents(splitter, docs, false)` in groups of about
+/// `group_bytes`, calling `between` before each group. Each group is counted
+/// on all cores, as a whole call would be.
+pub fn count_documents(
+    splitter: &Splitter,
+    docs: &[&str],
+    group_bytes: usize,
+    mut between: impl FnMut() -> Result<(), String>,
+) -> Result<ChunkCounts, String> {
+    let total: usize = docs.iter().map(|d| d.len()).sum();
+    if total <= group_bytes || !splitter.cuttable() && docs.len() == 1 {
+        return train::count_documents(splitter, docs, false);
+    }
+    let mut pieces: Vec<&str> = Vec::new();
+    for doc in docs {
+        if splitter.cuttable() && doc.len() > PIECE_BYTES {
+            pieces.extend(cut(doc, PIECE_BYTES, &[]));
+        } else {
+            pieces.push(doc);
+        }
+    }
+    let mut counts = ChunkCounts::default();
+    let mut start = 0;
+    while start < pieces.len() {
+        let mut end = start;
+        let mut size = 0;
+        while end < pieces.len() && (end == start || size + pieces[end].len() <= group_bytes) {
+            size += pieces[end].len();
+            end += 1;
+        }
+        between()?;
+        let group = train::count_documents(splitter, &pieces[start..end], false)?;
+        counts = train::merge_counts(counts, group);
+        start = end;
+    }
+    Ok(counts)
+}
+
+/// Cuts `text` into pieces of at least `target` bytes (but the last) at line
+/// and word cuts that fall inside no occurrence of a string in `avoid`. The
+/// pieces concatenate to `text`.
+pub fn cut<'t>(text: &'t str, target: usize, avoid: &[&str]) -> Vec<&'t str> {
+    let b = text.as_bytes();
+    // Does an occurrence of one of `avoid` start before `p` and end after it?
+    let straddled = |p: usize| {
+        avoid.iter().any(|s| {
+            let lo = (p + 1).saturating_sub(s.len());
+            let hi = (p + s.len()).saturating_sub(1).min(b.len());
+            memchr::memmem::find_iter(&b[lo..hi], s.as_bytes()).any(|i| lo + i < p)
+        })
+    };
+    let next = |from: usize| {
+        // Cut points are character starts: skip continuation bytes.
+        (from.max(1)..b.len())
+            .find(|&p| (b[p] & 0xc0) != 0x80 && (is_word_cut(b, p) || is_safe_cut(b, p)) && !straddled(p))
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < b.len() {
+        match next(start + target.max(1)) {
+            Some(p) => {
+                out.push(&text[start..p]);
+                start = p;
+            }
+            None => {
+                out.push(&text[start..]);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Splits `0..sizes.len()` into consecutive ranges of about `group_bytes`
+/// (at least one item each), for batches worked through group by group.
+pub fn groups(sizes: &[usize], group_bytes: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < sizes.len() {
+        let mut end = start;
+        let mut size = 0;
+        while end < sizes.len() && (end == start || size + sizes[end] <= group_bytes) {
+            size += sizes[end];
+            end += 1;
+        }
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pretokenize::{GPT4O_PATTERN, GPT4_PATTERN};
+    use rustc_hash::FxHashMap;
+
+    fn encoder(pattern: &str) -> Encoder {
+        let mut ranks: FxHashMap<Vec<u8>, Rank> = (0..=255u8).map(|b| (vec![b], b as Rank)).collect();
+        for (i, t) in ["th", "the", "e ", "he", "in", "an", "\n\n"].iter().enumerate() {
+            ranks.insert(t.as_bytes().to_vec(), 256 + i as Rank);
+        }
+        let specials: FxHashMap<String, Rank> =
+            [("<|end|>".to_string(), 300), ("a\nb".to_string(), 301)].into_iter().collect();
+        Encoder::new(ranks, specials, pattern).unwrap()
+    }
+
+    #[test]
+    fn pieces_give_the_ids_of_the_whole() {
+        // Lines that end in a space: no line cut, only word cuts.
+        let text = "The theme\nthen <|end|> in an\n\n  a\nb Anthem 123\n".repeat(300) + &"the end. ".repeat(2000);
+        for pattern in [GPT4_PATTERN, GPT4O_PATTERN, r"\s+|\w+|[^\s\w]+"] {
+            let enc = encoder(pattern);
+            for allowed in [vec![], vec!["<|end|>"], vec!["<|end|>", "a\nb"]] {
+                let allowed: FxHashSet<String> = allowed.into_iter().map(String::from).collect();
+                let whole = enc.encode(&text, &allowed).unwrap();
+                for piece in [1, 7, 100, 4096, 1 << 20] {
+                    let mut calls = 0;
+                    let cut = encode_with(&enc, &text, &allowed, piece, || {
+                        calls += 1;
+                        Ok(())
+                    })
+                    .unwrap();
+                    assert_eq!(cut, whole, "{pattern} {allowed:?} {piece}");
+                    let expect_calls = enc.splitter().cuttable() && 2 * piece < text.len();
+                    assert_eq!(calls > 0, expect_calls, "{pattern} {allowed:?} {piece}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_from_between_stops_the_work() {
+        let enc = encoder(GPT4_PATTERN);
+        let text = "word\n".repeat(10_000);
+        let err = encode_with(&enc, &text, &FxHashSet::default(), 100, || Err("stop".into()));
+        assert_eq!(err, Err("stop".to_string()));
+        let s = Splitter::new(GPT4_PATTERN).unwrap();
+        assert_eq!(count_documents(&s, &[&text], 1000, || Err("stop".into())), Err("stop".to_string()));
+    }
+
+    #[test]
+    fn grouped_counting_equals_whole() {
+        let text = "The quick brown fox.\nJumps over 1234 lazy dogs!\n".repeat(60_000);
+        let docs = [text.as_str(), "short doc", text.as_str()];
+        for pattern in [GPT4_PATTERN, r"\s+|\w+|[^\s\w]+"] {
+            let s = Splitter::new(pattern).unwrap();
+            let whole = train::count_documents(&s, &docs, false).unwrap();
+            let mut calls = 0;
+            let grouped = count_documents(&s, &docs, 1 << 20, || {
+                calls += 1;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(grouped, whole, "{pattern}");
+            assert!(calls >= 3, "{calls}");
+        }
+    }
+
+    /// The merge loop on a rayon pool equals it on the calling thread. (Small
+    /// enough for Miri, which runs it: see README, "Reliability".)
+    #[test]
+    fn merging_on_a_pool() {
+        let counts: train::ChunkCounts =
+            [("abab", 3u64), ("ab", 5), ("bcbc", 2), ("ca", 1)].iter().map(|(w, n)| (w.as_bytes().to_vec(), *n)).collect();
+        let sequential = train::learn_merges(counts.clone(), 262, |_| Ok(())).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let parallel = pool.install(|| train::learn_merges(counts.clone(), 262, |_| Ok(())).unwrap());
+        assert_eq!(parallel, sequential);
+        let merged = pool.install(|| {
+            rayon::join(|| train::merge_counts(counts.clone(), counts.clone()), || train::merge_counts(counts.clone(), counts.clone()))
+        });
+        assert_eq!(merged.0, merged.1);
+    }
+
+    /// One encoder used by several threads at once, and counting on a rayon
+    /// pool, give the sequential results (also run under ThreadSanitizer: see
+    /// README, "Reliability"; too slow for Miri, which spends minutes
+    /// compiling the regexes).
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn shared_across_threads() {
+        let pattern = r"\s+|\w+|[^\s\w]+";
+        let enc = encoder(pattern);
+        let texts = ["The theme\nthen <|end|> in", "an anthem, the end", "a\nb  the <|end|>"];
+        let allowed: FxHashSet<String> = ["<|end|>".to_string()].into_iter().collect();
+        let expected: Vec<Vec<Rank>> = texts.iter().map(|t| enc.encode(t, &allowed).unwrap()).collect();
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for (t, e) in texts.iter().zip(&expected) {
+                        assert_eq!(&enc.encode(t, &allowed).unwrap(), e);
+                        assert_eq!(enc.decode_bytes(e).unwrap(), t.as_bytes());
+                    }
+                });
+            }
+        });
+        let splitter = Splitter::new(pattern).unwrap();
+        let sequential = train::count_documents(&splitter, &texts, false).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let parallel = pool.install(|| train::count_documents(&splitter, &texts, false).unwrap());
+        assert_eq!(parallel, sequential);
+        let merges = pool.install(|| train::learn_merges(parallel, 270, |_| Ok(())).unwrap());
+        assert_eq!(merges, train::learn_merges(sequential, 270, |_| Ok(())).unwrap());
+    }
+
+    #[test]
+    fn cuts_avoid_special_tokens() {
+        // Word cuts at "d|" inside "<|end|>", a line cut inside "a\nb".
+        let text = "x <|end|> a\nbc <|end|> y".repeat(50);
+        let inside = |pieces: &[&str], s: &str| {
+            let mut ends = Vec::new();
+            let mut at = 0;
+            for p in pieces {
+                at += p.len();
+                ends.push(at);
+            }
+            text.match_indices(s).any(|(i, _)| ends.iter().any(|&e| i < e && e < i + s.len()))
+        };
+        let plain = cut(&text, 1, &[]);
+        assert!(inside(&plain, "<|end|>") && inside(&plain, "a\nb"));
+        let avoiding = cut(&text, 1, &["<|end|>", "a\nb"]);
+        assert_eq!(avoiding.concat(), text);
+        assert!(!inside(&avoiding, "<|end|>") && !inside(&avoiding, "a\nb"));
+        assert!(avoiding.len() > 100);
+    }
+
+    #[test]
+    fn groups_cover_everything() {
+        assert_eq!(groups(&[5, 5, 5, 20, 1], 10), vec![0..2, 2..3, 3..4, 4..5]);
+        assert!(groups(&[], 10).is_empty());
+    }
+}

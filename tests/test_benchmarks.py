@@ -1,0 +1,101 @@
+"""Smoke test of the benchmark harness (benchmarks/run.py) on a fresh clone:
+one small corpus from corpora/, bpe against tiktoken only, one repeat.
+It needs neither ../shared nor any anchor but tiktoken (a test extra), and
+runs in about 20 s on 2 cores (the subprocess is stopped at 60 s)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "benchmarks" / "run.py"
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import FEEDS, batch_docs, cut_at_newlines, short_strings, split_feed  # noqa: E402
+
+
+def test_quick_run_writes_expected_rows(tmp_path):
+    pytest.importorskip("tiktoken")
+    cmd = [
+        sys.executable, str(RUN), "--quick", "--corpus", str(ROOT / "corpora" / "tinyshakespeare.txt"),
+        "--anchors", "tiktoken", "--repeats", "1", "--vocabs", "2000", "--results", str(tmp_path),
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "### Targets" in p.stdout
+    res = json.loads((tmp_path / "latest.json").read_text())
+
+    (train,) = [r for r in res["train"] if r["tool"] == "bpe"]
+    assert train["status"] == "ok", train
+    assert train["vocab"] == 2000 and train["final_vocab"] == 2000
+    for key in ("wall_s", "cpu_s", "cores", "peak_rss_mb"):
+        assert train[key] > 0, (key, train)
+
+    enc = res["encode"]["cl100k_base"]
+    ours, theirs = enc["bpe"], enc["tiktoken"]
+    assert ours["status"] == "ok" and theirs["status"] == "ok", (ours, theirs)
+    for r in (ours, theirs):
+        c = r["corpora"]["tinyshakespeare"]
+        assert c["one"]["mb_s"] > 0 and c["decode"]["mb_s"] > 0 and c["batch"]["mb_s"] > 0
+        assert c["decode"]["roundtrip"] is True
+        assert r["short"]["n"] > 1000
+        for meth in ("encode", "encode_ordinary"):
+            assert r["short"][meth]["ns_per_call"] > 0
+    # Same ids from both tools, and from our batch as from the whole text.
+    assert ours["corpora"]["tinyshakespeare"]["one"]["digest"] == theirs["corpora"]["tinyshakespeare"]["one"]["digest"]
+    assert ours["corpora"]["tinyshakespeare"]["batch"]["digest"] == ours["corpora"]["tinyshakespeare"]["one"]["digest"]
+    assert any(name.startswith("encode cl100k_base one thread") and verdict in ("PASS", "FAIL")
+               for verdict, name, _ in res["targets"])
+    # The chart needs matplotlib (benchmarks/requirements.txt), which the test
+    # extra does not install: then no chart is written, and that is all.
+    import importlib.util
+    chart = tmp_path / "chart.png"
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert chart.stat().st_size > 0
+    else:
+        assert not chart.exists()
+
+
+def test_missing_shared_corpora_exits_2(tmp_path):
+    p = subprocess.run([sys.executable, str(RUN), "--shared", str(tmp_path / "nowhere"), "--results", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2
+    assert "gutenberg100m.txt.xz" in p.stderr and "--corpus" in p.stderr
+
+
+def test_not_installed_anchor_is_a_row_not_a_crash():
+    import run
+
+    rows = run.summarize_train("c", 1, 100, "rustbpe", [], {"status": "not installed"})
+    assert run.train_table({"train": [rows]}).count("not installed (pip install -r benchmarks/requirements.txt)") == 1
+
+
+def test_pieces_concatenate_to_the_corpus():
+    text = (ROOT / "corpora" / "tinyshakespeare.txt").read_text(encoding="utf-8")
+    for feed in FEEDS:
+        assert "".join(split_feed(text, feed)) == text
+    docs = batch_docs(text, 1000)
+    assert "".join(docs) == text and 900 <= len(docs) <= 1001
+    # Cuts only at a single newline between two non-space characters.
+    assert all(d.endswith("\n") and not d[-2].isspace() and not nxt[0].isspace() for d, nxt in zip(docs, docs[1:]))
+    assert "".join(cut_at_newlines(text, 10**9)) == text
+    s = short_strings(text, n=5000)
+    assert len(s) == 5000 and all(0 < len(x.encode()) <= 64 for x in s)
+    cut = short_strings("é" * 40, max_bytes=5)
+    assert cut == ["éé"]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])
+def test_safe_cuts_keep_the_split(pattern):
+    """Pieces cut by cut_at_newlines split into exactly the chunks of the
+    whole text, so the harness may compare their ids with whole-text ids."""
+    bpe = pytest.importorskip("bpe")
+    text = (ROOT / "corpora" / "tinyshakespeare.txt").read_text(encoding="utf-8")
+    text += "a\n\nb \nc\r\nd\n \ne'\ns\n1\n2\n.\n!\n\n\n\u3000\nx\n\u00a0y\n"
+    pieces = cut_at_newlines(text, 3_000)
+    assert len(pieces) > 100
+    chunks = [c for p in pieces for c in bpe.pretokenize(p, pattern)]
+    assert chunks == bpe.pretokenize(text, pattern)
