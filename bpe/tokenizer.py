@@ -380,12 +380,16 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The bytes of a token sequence (may end mid-character)."""
+        ids = ids if isinstance(ids, list) else list(ids)
         try:
-            return self._core.decode_bytes(ids if isinstance(ids, list) else list(ids))
+            return self._core.decode_bytes(ids)
         except (OverflowError, TypeError) as e:
-            raise ValueError(
-                f"token ids must be ints in 0..{self.n_vocab - 1}: {e}"
-            ) from None
+            # The slow path, only on error: name the first bad id and where it is.
+            for k, i in enumerate(ids):
+                if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < 2**32:
+                    e = f"ids[{k}] is {i!r}"
+                    break
+            raise ValueError(f"token ids must be ints in 0..{self.n_vocab - 1}: {e}") from None
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Decodes ids to text; ``errors`` is as for ``bytes.decode`` (default
@@ -439,6 +443,11 @@ class Tokenizer:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise fail("not a bpe tokenizer file (not UTF-8 text)") from None
+        if text.startswith(FILE_MAGIC) and "\r\n" in text[:64]:
+            # Windows line endings, as git's autocrlf leaves a checked-out file.
+            # Tokens are base64 and the format has no other CR, so undoing the
+            # conversion is exact; the checksum below still verifies the result.
+            text = text.replace("\r\n", "\n")
         lines = text.split("\n")
         if not lines[0].startswith(FILE_MAGIC + " v"):
             raise fail(f"not a bpe tokenizer file (it does not start with '{FILE_MAGIC} v{FILE_VERSION}')")
@@ -532,7 +541,9 @@ class Tokenizer:
             (a rank file has none) and ``special_tokens=`` is optional.
         ``pattern``/``special_tokens`` override the encoding's own.
         """
-        if isinstance(src, os.PathLike) or (isinstance(src, str) and (os.sep in src or src.endswith(".tiktoken"))):
+        if isinstance(src, os.PathLike) or (
+            isinstance(src, str) and (os.sep in src or src.endswith(".tiktoken") or os.path.isfile(src))
+        ):
             path = os.fspath(src)
             if pattern is None:
                 raise ValueError(
@@ -759,8 +770,14 @@ def _feed(trainer: _core.Trainer, source: Source, progress: bool) -> _Fed:
     """Streams ``source`` into the trainer (see Tokenizer.train)."""
     fed = _Fed()
     if isinstance(source, str):
+        if len(source) < 4096 and "\n" not in source and os.path.isfile(source):
+            warnings.warn(
+                f"training on the text {source!r} itself, which is also the name of a file; "
+                f"to train on the file, pass pathlib.Path({source!r})",
+                stacklevel=3,
+            )
         fed.n_texts, fed.text_chars = 1, len(source)
-        trainer.feed_texts([source])
+        _feed_texts(trainer, [source])
         return fed
     if isinstance(source, (bytes, bytearray)):
         raise TypeError("source must be text (str) or paths, not bytes; decode it first")
@@ -776,7 +793,7 @@ def _feed(trainer: _core.Trainer, source: Source, progress: bool) -> _Fed:
             fed.n_texts += 1
             fed.text_chars += len(item)
             if size >= _BATCH_CHARS:
-                trainer.feed_texts(batch)
+                _feed_texts(trainer, batch)
                 batch, size = [], 0
         elif isinstance(item, os.PathLike):
             files.append(check_text_file(item))
@@ -785,10 +802,20 @@ def _feed(trainer: _core.Trainer, source: Source, progress: bool) -> _Fed:
             raise TypeError(f"source item {i} is a {type(item).__name__}; expected str (text) or a path")
     fed.files = files
     if batch:
-        trainer.feed_texts(batch)
+        _feed_texts(trainer, batch)
     if files:
         trainer.feed_files(files, progress)
     return fed
+
+
+def _feed_texts(trainer: _core.Trainer, texts: list[str]) -> None:
+    try:
+        trainer.feed_texts(texts)
+    except UnicodeEncodeError:
+        # A lone surrogate (from e.g. `errors="surrogateescape"`) has no UTF-8
+        # form. Train on what `encode` will see: U+FFFD in its place, as
+        # tiktoken does. Nothing was counted yet: conversion precedes counting.
+        trainer.feed_texts([_replace_surrogates(t) for t in texts])
 
 
 def check_readable_file(path: PathLike) -> str:
@@ -800,6 +827,14 @@ def check_readable_file(path: PathLike) -> str:
         raise FileNotFoundError(f"{p}: no such file")
     if not os.access(p, os.R_OK):
         raise PermissionError(f"{p}: permission denied")
+    if not stat.S_ISREG(os.stat(p).st_mode):
+        # A pipe (`<(zcat c.gz)`), socket or device can be read only once, and
+        # files are read twice (the binary check here, then the text), so the
+        # text would silently lose its start. Refuse rather than lose data.
+        raise ValueError(
+            f"{p} is not a regular file (a pipe or a device): bpe reads text files more than "
+            f"once; save the text to a file first (e.g. `zcat corpus.gz > corpus.txt`)"
+        )
     return p
 
 
@@ -809,6 +844,11 @@ def check_text_file(path: PathLike) -> str:
     p = check_readable_file(path)
     with open(p, "rb") as f:
         head = f.read(BINARY_SNIFF_BYTES)
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ValueError(
+            f"{p} looks like UTF-16 (or UTF-32) text: it starts with a byte-order mark; "
+            f"convert it to UTF-8 first (e.g. `iconv -f utf-16 -t utf-8 {p} > out.txt`)"
+        )
     nul = head.find(b"\0")
     if nul >= 0:
         line = head.count(b"\n", 0, nul) + 1

@@ -378,6 +378,84 @@ def test_binary_file_is_refused(tmp_path):
     assert not (tmp_path / "o.bpe").exists()
 
 
+def test_utf16_file_is_named_as_such(tmp_path):
+    for encoding in ("utf-16", "utf-32"):
+        path = tmp_path / f"{encoding}.txt"
+        path.write_bytes("hello world\n".encode(encoding))  # Python writes the byte-order mark
+        with pytest.raises(ValueError, match=r"looks like UTF-16 \(or UTF-32\) text.*iconv -f utf-16 -t utf-8"):
+            Tokenizer.train(path, 300)
+        assert "UTF-16" in one_error_line(cli("train", path, "--vocab", "300", "-o", tmp_path / "o.bpe",
+                                              cwd=tmp_path))
+    assert not (tmp_path / "o.bpe").exists()
+
+
+def test_pipe_is_refused_not_half_read(tmp_path, tok):
+    # A pipe can be read once; reading it for the binary check would lose the
+    # text's start. It is refused before it is opened (so this does not block).
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"fifo is not a regular file \(a pipe or a device\).*save the text"):
+        Tokenizer.train(fifo, 300)
+    tok.save(tmp_path / "t.bpe")
+    for args in (["train", fifo, "--vocab", "300", "-o", "o.bpe"], ["encode", "-t", "t.bpe", fifo],
+                 ["info", "-t", "t.bpe", fifo], ["encode", "-t", "t.bpe", fifo, "--out", "ds"]):
+        assert "is not a regular file" in one_error_line(cli(*args, cwd=tmp_path))
+    assert not (tmp_path / "o.bpe").exists() and not (tmp_path / "ds").exists()
+
+
+def test_bad_id_is_named_with_its_position(tok, tmp_path):
+    top = tok.n_vocab - 1
+    for ids, where in (([1, 2, -1], r"ids\[2\] is -1"), ([5, 2**40], r"ids\[1\] is 1099511627776"),
+                       ([0, "7"], r"ids\[1\] is '7'"), ([None], r"ids\[0\] is None")):
+        with pytest.raises(ValueError, match=rf"token ids must be ints in 0\.\.{top}: {where}"):
+            tok.decode(ids)
+    with pytest.raises(ValueError, match=rf"unknown token id {top + 1}: this vocabulary has ids 0\.\.{top}"):
+        tok.decode([0, top + 1])
+    tok.save(tmp_path / "t.bpe")
+    assert "ids[0] is -1" in one_error_line(cli("decode", "-t", "t.bpe", cwd=tmp_path, stdin="-1 5"))
+
+
+def test_file_with_windows_line_endings_loads_the_same(tok, tmp_path):
+    # git with autocrlf rewrites text files to CRLF on checkout.
+    tok.save(tmp_path / "t.bpe")
+    tok.save_tiktoken(tmp_path / "t.tiktoken")
+    for name in ("t.bpe", "t.tiktoken"):
+        raw = (tmp_path / name).read_bytes()
+        assert b"\r" not in raw
+        (tmp_path / f"crlf-{name}").write_bytes(raw.replace(b"\n", b"\r\n"))
+    assert Tokenizer.load(tmp_path / "crlf-t.bpe") == tok
+    from_ranks = Tokenizer.from_tiktoken(tmp_path / "crlf-t.tiktoken", pattern=tok.pattern,
+                                         special_tokens=tok.special_tokens)
+    assert from_ranks.encode_ordinary(TEXT[:3000]) == tok.encode_ordinary(TEXT[:3000])
+    # A CR anywhere else is still corruption.
+    raw = (tmp_path / "t.bpe").read_bytes()
+    (tmp_path / "cr.bpe").write_bytes(raw.replace(b"\nmerges", b"\r\nmerges"))
+    with pytest.raises(bpe.TokenizerFileError):
+        Tokenizer.load(tmp_path / "cr.bpe")
+
+
+def test_file_name_given_as_str_to_train_warns(tmp_path, monkeypatch):
+    # A plain str is text (documented); a str naming a file is probably a
+    # mistake, so training says how to train on the file instead.
+    (tmp_path / "corpus.txt").write_text(TEXT[:2000], encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(UserWarning, match=r"training on the text 'corpus.txt' itself.*pathlib.Path\('corpus.txt'\)"):
+        Tokenizer.train("corpus.txt", 260, special_tokens=[])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Tokenizer.train(Path("corpus.txt"), 300, special_tokens=[]).n_vocab == 300
+
+
+def test_lone_surrogates_in_training_text_train_as_replacement_characters():
+    # What `encode` does with them (as tiktoken): U+FFFD. Training sees the same.
+    text = "caf\udce9 x\ud800y " * 40
+    tok = Tokenizer.train(text, 300, special_tokens=[])
+    assert tok == Tokenizer.train(text.replace("\udce9", "\ufffd").replace("\ud800", "\ufffd"), 300,
+                                  special_tokens=[])
+    assert tok.decode(tok.encode(text)) == text.replace("\udce9", "\ufffd").replace("\ud800", "\ufffd")
+    assert Tokenizer.train(["ok text", "bad \ud800"], 260, special_tokens=[]).n_vocab >= 257
+
+
 def test_empty_corpus_is_an_error(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
