@@ -146,10 +146,9 @@ impl Trainer {
         self.counts.len()
     }
 
-    /// Learns merges up to `target` ordinary tokens. Returns `(left, right, new)` triples.
-    /// The counts are consumed.
-    /// Learns merges: returns the `(left, right, new)` triples, and the bytes
-    /// of each new token in id order (from 256), which Python would otherwise
+    /// Learns merges up to `target` ordinary tokens; the counts are consumed.
+    /// Returns the merges as `((left, right), new)` in order, and the bytes of
+    /// each new token in id order (from 256), which Python would otherwise
     /// rebuild by replaying the merges (a third of a small training's time).
     #[allow(clippy::type_complexity)]
     fn train<'py>(
@@ -157,7 +156,7 @@ impl Trainer {
         py: Python<'py>,
         target: usize,
         progress: bool,
-    ) -> PyResult<(Vec<(u32, u32, u32)>, Vec<Bound<'py, PyBytes>>)> {
+    ) -> PyResult<(Vec<((u32, u32), u32)>, Vec<Bound<'py, PyBytes>>)> {
         let counts = std::mem::take(&mut self.counts);
         let merges = py.allow_threads(|| {
             guard(|| {
@@ -189,8 +188,9 @@ impl Trainer {
                 tokens.push(bytes);
             }
         }
-        let triples = merges.iter().map(|m| (m.left, m.right, m.new)).collect();
-        Ok((triples, tokens[256..].iter().map(|b| PyBytes::new(py, b)).collect()))
+        // ((left, right), new): Python's dict() takes these pairs as they are.
+        let pairs = merges.iter().map(|m| ((m.left, m.right), m.new)).collect();
+        Ok((pairs, tokens[256..].iter().map(|b| PyBytes::new(py, b)).collect()))
     }
 }
 

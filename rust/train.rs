@@ -206,10 +206,6 @@ pub fn count_files(
 
 type Pair = (u32, u32);
 
-/// The words a pair occurs in (indices into `words`; may hold repeats and
-/// words that lost the pair since). Most pairs made by late merges occur in
-/// one to four words, which then need no allocation of their own.
-type WordList = smallvec::SmallVec<[u32; 4]>;
 
 /// The priority queue of pairs: a binary max-heap of `(count, pair)` whose
 /// top is the winner of the tie-break rule above (highest count, then the
@@ -299,8 +295,9 @@ impl PairHeap {
     }
 }
 
-/// Replaces every non-overlapping (left to right) occurrence of `pair` in `word` by `new`.
-fn merge_word(word: &mut Vec<u32>, pair: Pair, new: u32, f: i64, delta: &mut FxHashMap<Pair, i64>) -> bool {
+/// Replaces every non-overlapping (left to right) occurrence of `pair` in
+/// `word` by `new`, in place; returns the new length (shorter iff it merged).
+fn merge_word(word: &mut [u32], pair: Pair, new: u32, f: i64, delta: &mut FxHashMap<Pair, i64>) -> usize {
     // In place (the output never overtakes the input), and only the pairs
     // around each occurrence change: with x a b y -> x N y, the pairs (x,a),
     // (a,b), (b,y) lose `f` and (x,N), (N,y) gain it. `x` is read from the
@@ -334,11 +331,10 @@ fn merge_word(word: &mut Vec<u32>, pair: Pair, new: u32, f: i64, delta: &mut FxH
         }
         out += 1;
     }
-    word.truncate(out);
     if merged > 0 {
         *delta.entry(pair).or_insert(0) -= merged * f;
     }
-    merged > 0
+    out
 }
 
 /// The pairs of `word` that hold `new`: after a merge, the only pairs new to it.
@@ -359,6 +355,74 @@ pub struct Merge {
     pub new: u32,
 }
 
+/// All words in one flat buffer. Word `i` is `symbols[start[i]..start[i] + len[i]]`;
+/// merging shrinks `len[i]` in place and leaves the tail unused.
+///
+/// Why flat: a `Vec<Vec<u32>>` costs each word a 24-byte header and a heap
+/// block of its own (with the allocator's rounding, ~90 bytes for an
+/// 11-symbol word, against 56 here), and scatters words over the heap. On
+/// FLORES-200 (734k distinct chunks) this saved ~30 MB of peak memory.
+struct Words {
+    symbols: Vec<u32>,
+    start: Vec<usize>,
+    len: Vec<u32>,
+    freq: Vec<u64>,
+}
+
+impl Words {
+    fn new(counts: ChunkCounts) -> Words {
+        // Words of one byte have no pairs and can never change: dropped.
+        // Sized exactly first, so the buffer never doubles while filling.
+        let (n, total) = counts
+            .keys()
+            .filter(|b| b.len() >= 2)
+            .fold((0, 0), |(n, t), b| (n + 1, t + b.len()));
+        let mut w = Words {
+            symbols: Vec::with_capacity(total),
+            start: Vec::with_capacity(n + 1),
+            len: Vec::with_capacity(n),
+            freq: Vec::with_capacity(n),
+        };
+        // Each key is freed as it is copied, so the counts and the words are
+        // never both whole in memory.
+        for (bytes, f) in counts.into_iter().filter(|(b, _)| b.len() >= 2) {
+            w.start.push(w.symbols.len());
+            w.symbols.extend(bytes.iter().map(|&b| u32::from(b)));
+            w.len.push(bytes.len() as u32);
+            w.freq.push(f);
+        }
+        w.start.push(w.symbols.len());
+        w
+    }
+
+    fn word(&self, i: usize) -> &[u32] {
+        &self.symbols[self.start[i]..self.start[i] + self.len[i] as usize]
+    }
+
+    fn count(&self) -> usize {
+        self.len.len()
+    }
+}
+
+/// What we know about one pair: its count over all words and the words it
+/// occurs in. The lists may name a word that has lost the pair since (it is
+/// skipped when the pair is merged): removing entries would cost more than
+/// skipping them.
+///
+/// The pairs of the initial words (byte pairs) have their word lists in one
+/// shared array (`initial[first..first + n]`), written once, exactly sized:
+/// they hold most list entries (7.5 million on FLORES-200), and a growable
+/// list per pair cost up to twice their size in spare capacity. Pairs made by
+/// merges hold a new token, so they are never initial pairs: their lists grow
+/// in `more` (most occur in one or two words, kept inline).
+#[derive(Default)]
+struct PairInfo {
+    count: i64,
+    first: u32,
+    n: u32,
+    more: smallvec::SmallVec<[u32; 2]>,
+}
+
 /// Learns merges until the vocabulary holds `target` ordinary tokens (256
 /// bytes included) or no pair is left. `on_token` is called with the
 /// vocabulary size after each new token (for progress) and may stop the work
@@ -371,6 +435,56 @@ pub fn learn_merges(
     learn_merges_with(counts, target, PARALLEL_MIN_WORDS, on_token)
 }
 
+/// The initial pairs: counts and word lists (see [`PairInfo`]), and the shared
+/// array of their word lists.
+fn initial_pairs(words: &Words) -> Result<(FxHashMap<Pair, PairInfo>, Vec<u32>), String> {
+    // Pass 1, on all cores: each pair's count and number of occurrences.
+    let tallies = (0..words.count())
+        .into_par_iter()
+        .fold(FxHashMap::<Pair, (i64, u32)>::default, |mut m, i| {
+            let f = words.freq[i] as i64;
+            for p in words.word(i).windows(2) {
+                let e = m.entry((p[0], p[1])).or_insert((0, 0));
+                e.0 += f;
+                e.1 += 1;
+            }
+            m
+        })
+        .reduce(FxHashMap::default, |mut a, mut b| {
+            if b.len() > a.len() {
+                std::mem::swap(&mut a, &mut b);
+            }
+            for (k, (c, n)) in b {
+                let e = a.entry(k).or_insert((0, 0));
+                e.0 += c;
+                e.1 += n;
+            }
+            a
+        });
+    // Lay the lists out one after another...
+    let mut pairs = FxHashMap::with_capacity_and_hasher(tallies.len(), Default::default());
+    let mut next: usize = 0;
+    for (p, (count, n)) in tallies {
+        let first = u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4G pairs)")?;
+        pairs.insert(p, PairInfo { count, first, n: 0, more: Default::default() });
+        next += n as usize;
+    }
+    // ...and fill them (pass 2, in word order, so each list is sorted and a
+    // word with the pair twice is named once).
+    let mut initial = vec![0u32; next];
+    for i in 0..words.count() {
+        for p in words.word(i).windows(2) {
+            let info = pairs.get_mut(&(p[0], p[1])).expect("counted in pass 1");
+            let end = (info.first + info.n) as usize;
+            if info.n == 0 || initial[end - 1] != i as u32 {
+                initial[end] = i as u32;
+                info.n += 1;
+            }
+        }
+    }
+    Ok((pairs, initial))
+}
+
 /// [`learn_merges`], doing big merges on all cores only when there are at
 /// least `parallel_min_words` words (tests compare both paths).
 fn learn_merges_with(
@@ -379,58 +493,27 @@ fn learn_merges_with(
     parallel_min_words: usize,
     mut on_token: impl FnMut(usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
-    // Words of one byte have no pairs and can never change: drop them.
-    let (words, freqs): (Vec<Vec<u32>>, Vec<u64>) = counts
-        .into_iter()
-        .filter(|(bytes, _)| bytes.len() >= 2)
-        .map(|(bytes, n)| (bytes.into_iter().map(u32::from).collect(), n))
-        .unzip();
-    let mut words = words;
-
-    // Initial pair counts and the words each pair occurs in, in parallel.
-    let (mut pair_counts, mut where_) = words
-        .par_iter()
-        .enumerate()
-        .fold(
-            || (FxHashMap::<Pair, i64>::default(), FxHashMap::<Pair, WordList>::default()),
-            |(mut pc, mut wh), (i, w)| {
-                for p in w.windows(2) {
-                    let pair = (p[0], p[1]);
-                    *pc.entry(pair).or_insert(0) += freqs[i] as i64;
-                    wh.entry(pair).or_default().push(i as u32);
-                }
-                (pc, wh)
-            },
-        )
-        .reduce(
-            || (FxHashMap::default(), FxHashMap::default()),
-            |(mut pc, mut wh), (pc2, wh2)| {
-                for (k, v) in pc2 {
-                    *pc.entry(k).or_insert(0) += v;
-                }
-                for (k, v) in wh2 {
-                    wh.entry(k).or_default().extend(v);
-                }
-                (pc, wh)
-            },
-        );
+    let mut words = Words::new(counts);
+    if words.count() > u32::MAX as usize {
+        return Err("too many distinct chunks to train on (over 4G)".into());
+    }
+    let (mut pairs, initial) = initial_pairs(&words)?;
 
     let mut vocab: Vec<Arc<[u8]>> = (0..=255u8).map(|b| Arc::from(&[b][..])).collect();
     let mut ids: FxHashMap<Arc<[u8]>, u32> =
         vocab.iter().enumerate().map(|(i, b)| (b.clone(), i as u32)).collect();
 
-    let mut heap = PairHeap { items: Vec::with_capacity(pair_counts.len()) };
-    for (&p, &c) in &pair_counts {
-        if c > 0 {
-            heap.push(&vocab, c as u64, p);
-        }
+    let mut heap = PairHeap { items: Vec::with_capacity(pairs.len()) };
+    for (&p, info) in &pairs {
+        heap.push(&vocab, info.count as u64, p);
     }
 
     let mut merges = Vec::new();
     let mut delta: FxHashMap<Pair, i64> = FxHashMap::default();
+    let mut affected: Vec<u32> = Vec::new();
     while vocab.len() < target {
         let Some((count, pair)) = heap.pop(&vocab) else { break }; // corpus exhausted
-        let current = pair_counts.get(&pair).copied().unwrap_or(0);
+        let current = pairs.get(&pair).map_or(0, |info| info.count);
         if current <= 0 {
             continue;
         }
@@ -455,11 +538,13 @@ fn learn_merges_with(
         };
         merges.push(Merge { left: pair.0, right: pair.1, new });
 
-        // Rewrite the affected words, collecting the pair-count changes. The
-        // list may name a word twice, or a word that no longer holds the pair:
-        // `merge_word` then finds nothing to merge, which is cheaper than
-        // sorting the list to deduplicate it.
-        let affected = where_.remove(&pair).unwrap_or_default();
+        // The pair disappears: every occurrence is merged. Its entry goes
+        // now; the deltas below bring its count to zero and do not revive it.
+        let info = pairs.remove(&pair).expect("popped pairs are present");
+        affected.clear();
+        affected.extend_from_slice(&initial[info.first as usize..(info.first + info.n) as usize]);
+        affected.extend_from_slice(&info.more);
+
         // `clear()` wipes the map's whole capacity: after the first merges
         // (hundreds of thousands of entries) that memset cost more than all
         // the later merges' real work. So a large map is replaced, sized for
@@ -469,72 +554,122 @@ fn learn_merges_with(
         } else {
             delta.clear();
         }
-        if affected.len() * PARALLEL_SHARE >= words.len() && words.len() >= parallel_min_words {
-            // The first merges touch a large share of all words: rewrite them
-            // on all cores, each thread with its own delta and list of new
-            // (pair, word) entries, summed afterwards. Every word is visited
-            // (a bitmap picks the affected ones), which is what lets each
-            // thread own its words without locks or unsafe code; at this
-            // share of affected words the visit costs little.
-            let mut marked = vec![false; words.len()];
-            for &wi in &affected {
-                marked[wi as usize] = true;
-            }
-            let (d, new_where) = words
-                .par_iter_mut()
-                .enumerate()
-                .filter(|(wi, _)| marked[*wi])
-                .fold(
-                    || (FxHashMap::<Pair, i64>::default(), Vec::<(Pair, u32)>::new()),
-                    |(mut d, mut nw), (wi, word)| {
-                        if merge_word(word, pair, new, freqs[wi] as i64, &mut d) {
-                            nw.extend(new_pairs(word, new).map(|p| (p, wi as u32)));
-                        }
-                        (d, nw)
-                    },
-                )
-                .reduce(
-                    || (FxHashMap::default(), Vec::new()),
-                    |(mut d, mut nw), (d2, nw2)| {
-                        for (k, v) in d2 {
-                            *d.entry(k).or_insert(0) += v;
-                        }
-                        nw.extend(nw2);
-                        (d, nw)
-                    },
-                );
+        if affected.len() * PARALLEL_SHARE >= words.count() && words.count() >= parallel_min_words {
+            let (d, new_where) = merge_in_parallel(&mut words, &affected, pair, new);
             delta = d;
             for (p, wi) in new_where {
-                where_.entry(p).or_default().push(wi);
+                pairs.entry(p).or_default().more.push(wi);
             }
         } else {
+            // A list may name a word twice (via a new pair made twice) or a
+            // word that no longer holds the pair: `merge_word` then finds
+            // nothing, which is cheaper than deduplicating the list.
             for &wi in &affected {
-                let word = &mut words[wi as usize];
-                // The list may be stale (the word no longer holds the pair).
-                if merge_word(word, pair, new, freqs[wi as usize] as i64, &mut delta) {
-                    for p in new_pairs(word, new) {
-                        where_.entry(p).or_default().push(wi);
+                let i = wi as usize;
+                let (s, n) = (words.start[i], words.len[i] as usize);
+                let word = &mut words.symbols[s..s + n];
+                let m = merge_word(word, pair, new, words.freq[i] as i64, &mut delta);
+                if m < n {
+                    words.len[i] = m as u32;
+                    for p in new_pairs(&word[..m], new) {
+                        pairs.entry(p).or_default().more.push(wi);
                     }
                 }
             }
         }
         for (&p, &d) in &delta {
-            if d == 0 {
+            if d == 0 || p == pair {
                 continue;
             }
-            let c = pair_counts.entry(p).or_insert(0);
-            *c += d;
-            let c = *c;
+            let info = pairs.entry(p).or_default();
+            info.count += d;
+            let c = info.count;
             if c <= 0 {
-                pair_counts.remove(&p);
+                // Gone from every word: its (all stale) word list goes too.
+                pairs.remove(&p);
             } else if d > 0 {
                 // A count that grew needs a fresh entry; one that shrank keeps
                 // its (now too high) entry, which is fixed when popped.
                 heap.push(&vocab, c as u64, p);
             }
         }
+        // Stale entries pile up (a pair pushed again each time its count
+        // grows). When they outnumber the live pairs, rebuild: this keeps the
+        // heap near the number of pairs (on FLORES-200 it reached 1.5 million
+        // entries for 0.85 million pairs).
+        if heap.items.len() > 2 * pairs.len() + 4096 {
+            heap.items.clear();
+            heap.items.shrink_to(2 * pairs.len());
+            for (&p, info) in &pairs {
+                heap.push(&vocab, info.count as u64, p);
+            }
+        }
     }
     Ok(merges)
+}
+
+/// One merge on all cores, for the first merges, which touch a large share of
+/// all words. The words are cut into runs that each thread owns (no locks,
+/// no unsafe code); each run collects its own delta and list of new
+/// (pair, word) entries, summed afterwards. Every word of a run is visited
+/// (a bitmap picks the affected ones): at this share of affected words the
+/// visit costs little.
+fn merge_in_parallel(
+    words: &mut Words,
+    affected: &[u32],
+    pair: Pair,
+    new: u32,
+) -> (FxHashMap<Pair, i64>, Vec<(Pair, u32)>) {
+    let mut marked = vec![false; words.count()];
+    for &wi in affected {
+        marked[wi as usize] = true;
+    }
+    // Runs of RUN words: enough runs to balance the cores.
+    const RUN: usize = 4096;
+    let mut runs = Vec::new();
+    let (mut symbols, mut lens) = (&mut words.symbols[..], &mut words.len[..]);
+    let mut w0 = 0;
+    while !lens.is_empty() {
+        let k = RUN.min(lens.len());
+        let (s, rest_s) = std::mem::take(&mut symbols).split_at_mut(words.start[w0 + k] - words.start[w0]);
+        let (l, rest_l) = std::mem::take(&mut lens).split_at_mut(k);
+        runs.push((w0, s, l));
+        symbols = rest_s;
+        lens = rest_l;
+        w0 += k;
+    }
+    let (start, freq) = (&words.start, &words.freq);
+    runs.into_par_iter()
+        .fold(
+            || (FxHashMap::<Pair, i64>::default(), Vec::<(Pair, u32)>::new()),
+            |(mut d, mut nw), (w0, s, l)| {
+                let base = start[w0];
+                for (k, len) in l.iter_mut().enumerate() {
+                    let i = w0 + k;
+                    if !marked[i] {
+                        continue;
+                    }
+                    let from = start[i] - base;
+                    let word = &mut s[from..from + *len as usize];
+                    let m = merge_word(word, pair, new, freq[i] as i64, &mut d);
+                    if m < word.len() {
+                        *len = m as u32;
+                        nw.extend(new_pairs(&word[..m], new).map(|p| (p, i as u32)));
+                    }
+                }
+                (d, nw)
+            },
+        )
+        .reduce(
+            || (FxHashMap::default(), Vec::new()),
+            |(mut d, mut nw), (d2, nw2)| {
+                for (k, v) in d2 {
+                    *d.entry(k).or_insert(0) += v;
+                }
+                nw.extend(nw2);
+                (d, nw)
+            },
+        )
 }
 
 #[cfg(test)]
