@@ -98,7 +98,8 @@ fn pack_small(b: &[u8]) -> u64 {
 }
 
 /// The bytes `pack` packed.
-pub(crate) fn unpack(key: u128) -> Vec<u8> {
+#[cfg(test)]
+fn unpack(key: u128) -> Vec<u8> {
     let bytes = key.to_le_bytes();
     bytes[..bytes[15] as usize].to_vec()
 }

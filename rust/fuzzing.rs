@@ -214,7 +214,8 @@ pub fn train(data: &[u8]) {
     let run = |threads| {
         pool(threads).install(|| {
             let counts = count_documents(&s, &docs, false).unwrap();
-            let bytes: u64 = counts.iter().map(|(k, &n)| k.len() as u64 * n).sum();
+            let mut bytes = 0u64;
+            counts.for_each(|k, n| bytes += k.len() as u64 * n);
             assert_eq!(bytes, docs.iter().map(|d| d.len() as u64).sum::<u64>());
             learn_merges(counts, target, |_| Ok(())).unwrap()
         })
