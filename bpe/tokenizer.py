@@ -347,27 +347,32 @@ class Tokenizer:
             raise TypeError("encode_batch takes a list of str; for one text use encode()")
         texts = list(texts)
         allowed = self._allowed(allowed_special)
-        for text in texts:
-            self._check_disallowed(text, allowed, disallowed_special)
+        disallowed = sorted(self._disallowed(allowed, disallowed_special))
         threads = 0 if num_threads is None else int(num_threads)
         if threads < 0:
             raise ValueError("num_threads must be positive (or None for all cores)")
         try:
-            return self._core.encode_batch(texts, list(allowed), threads)
+            out = self._core.encode_batch(texts, list(allowed), disallowed, threads)
         except UnicodeEncodeError:
             texts = [_replace_surrogates(t) for t in texts]
-            return self._core.encode_batch(texts, list(allowed), threads)
+            out = self._core.encode_batch(texts, list(allowed), disallowed, threads)
+        if type(out) is tuple:
+            k, found = out
+            raise _disallowed_error(found, f"texts[{k}]")
+        return out
 
     def _allowed(self, allowed_special) -> set[str]:
         if allowed_special == "all":
             return set(self.special_tokens)
         return set(allowed_special)
 
-    def _check_disallowed(self, text: str, allowed: set[str], disallowed_special) -> None:
+    def _disallowed(self, allowed: set[str], disallowed_special) -> set[str]:
         if disallowed_special == "all":
-            disallowed = set(self.special_tokens) - allowed
-        else:
-            disallowed = set(disallowed_special)
+            return set(self.special_tokens) - allowed
+        return set(disallowed_special)
+
+    def _check_disallowed(self, text: str, allowed: set[str], disallowed_special) -> None:
+        disallowed = self._disallowed(allowed, disallowed_special)
         if not disallowed:
             return
         try:
@@ -718,9 +723,9 @@ def _check_encodable(special: str) -> None:
         ) from None
 
 
-def _disallowed_error(found: str) -> ValueError:
+def _disallowed_error(found: str, where: str = "the text") -> ValueError:
     return ValueError(
-        f"the text contains the special token {found!r}, which is disallowed.\n"
+        f"{where} contains the special token {found!r}, which is disallowed.\n"
         f"To encode it as the special token, pass allowed_special={{{found!r}}} "
         f"(or allowed_special='all').\n"
         f"To encode it as ordinary text, pass disallowed_special=() "

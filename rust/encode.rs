@@ -37,6 +37,55 @@ pub const MAX_ID: Rank = (1 << 24) - 1;
 /// "No token": the rank of a byte string that is not in the vocabulary.
 const NONE: Rank = Rank::MAX;
 
+/// The ids of chunks that took merging, kept while one thread encodes.
+///
+/// Chunks that are not one token need merging, the slow path; in real text
+/// they are ~8% of chunks but recur (in 10 MB of English, 180k such chunks
+/// are 46k distinct words), so their ids are remembered: chunk -> ids.
+/// Whole-token chunks skip the memo (that is one look-up already).
+///
+/// A memo lives as long as the text it borrows from, not in the `Encoder`:
+/// one per call, or per run of documents in a batch (a 10 KB document alone
+/// repeats too few words to gain much; a run of them does). So it
+/// needs no lock, and its memory ends with the call. Alternatives rejected:
+/// a shared map behind a lock (contention on every miss) and a thread-local
+/// one (owned keys: an allocation per new chunk, and it outlives the call).
+#[derive(Default)]
+pub struct Memo<'t> {
+    /// chunk -> (start, len) in `ids`.
+    map: FxHashMap<&'t [u8], (u32, u32)>,
+    ids: Vec<Rank>,
+}
+
+impl<'t> Memo<'t> {
+    /// Past this many chunks, or this many ids, the memo starts afresh. A
+    /// small memo stays in cache: on 200 languages (FLORES), where words
+    /// recur less, an unbounded one made encoding 15-20% slower than 32k
+    /// chunks; English gained nothing from more. (MAX_IDS is small in unit
+    /// tests, so that they reach it quickly.)
+    const MAX_CHUNKS: usize = 1 << 15;
+    const MAX_IDS: usize = if cfg!(test) { 1 << 12 } else { 1 << 20 };
+
+    #[inline]
+    fn get(&self, chunk: &[u8]) -> Option<&[Rank]> {
+        let &(start, len) = self.map.get(chunk)?;
+        Some(&self.ids[start as usize..(start + len) as usize])
+    }
+
+    #[inline]
+    fn insert(&mut self, chunk: &'t [u8], ids: &[Rank]) {
+        if self.ids.len() + ids.len() > Self::MAX_IDS || self.map.len() >= Self::MAX_CHUNKS {
+            if ids.len() > Self::MAX_IDS {
+                return;
+            }
+            self.map.clear();
+            self.ids.clear();
+        }
+        self.map.insert(chunk, (self.ids.len() as u32, ids.len() as u32));
+        self.ids.extend_from_slice(ids);
+    }
+}
+
 /// Token bytes -> rank, laid out for the encoder's hot loop.
 ///
 /// Encoding is almost all look-ups of short byte strings: the whole chunk
@@ -260,15 +309,19 @@ impl Encoder {
     /// encoded as ordinary text).
     pub fn encode_ordinary(&self, text: &str) -> Result<Vec<Rank>, String> {
         let mut out = Vec::with_capacity(text.len() / 4);
+        self.encode_ordinary_into(text, &mut Memo::default(), &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Encoder::encode_ordinary`], appending to `out` and remembering in
+    /// `memo` the chunks that took merging.
+    pub fn encode_ordinary_into<'t>(
+        &self,
+        text: &'t str,
+        memo: &mut Memo<'t>,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
         let mut err = None;
-        // Chunks that are not one token need merging, the slow path; in real
-        // text they are ~8% of chunks but recur (in 10 MB of English, 180k
-        // such chunks are 46k distinct words). So their ids are remembered
-        // for the rest of this call: chunk -> range in `out` where they were
-        // first written. Whole-token chunks skip the cache (one look-up
-        // already). Per call rather than shared, so it needs no lock and its
-        // memory ends with the call.
-        let mut cache: FxHashMap<&[u8], (u32, u32)> = FxHashMap::default();
         self.splitter.for_each_chunk(text, |chunk| {
             if err.is_some() {
                 return;
@@ -277,33 +330,40 @@ impl Encoder {
             let whole = self.vocab.get(chunk);
             if whole != NONE {
                 out.push(whole);
-            } else if let Some(&(start, len)) = cache.get(chunk) {
-                out.extend_from_within(start as usize..(start + len) as usize);
+            } else if let Some(ids) = memo.get(chunk) {
+                out.extend_from_slice(ids);
             } else {
                 let start = out.len();
-                match self.encode_chunk(chunk, &mut out) {
-                    Ok(()) if start <= u32::MAX as usize - LONG_CHUNK => {
-                        cache.insert(chunk, (start as u32, (out.len() - start) as u32));
-                    }
-                    Ok(()) => {}
+                match self.encode_chunk(chunk, out) {
+                    Ok(()) => memo.insert(chunk, &out[start..]),
                     Err(e) => err = Some(e),
                 }
             }
         })?;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+        err.map_or(Ok(()), Err)
     }
 
     /// Encodes text, turning the special tokens in `allowed` into their ids;
     /// any other special token text is encoded as ordinary text. (Refusing
     /// disallowed special tokens is the caller's policy: see `find_special`.)
     pub fn encode(&self, text: &str, allowed: &FxHashSet<String>) -> Result<Vec<Rank>, String> {
-        let Some(special_regex) = self.special_regex.as_ref().filter(|_| !allowed.is_empty()) else {
-            return self.encode_ordinary(text);
-        };
         let mut out = Vec::with_capacity(text.len() / 4);
+        self.encode_into(text, allowed, &mut Memo::default(), &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Encoder::encode`], appending to `out`; `memo` carries the ids of
+    /// merged chunks from one call to the next (see [`Memo`]).
+    pub fn encode_into<'t>(
+        &self,
+        text: &'t str,
+        allowed: &FxHashSet<String>,
+        memo: &mut Memo<'t>,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
+        let Some(special_regex) = self.special_regex.as_ref().filter(|_| !allowed.is_empty()) else {
+            return self.encode_ordinary_into(text, memo, out);
+        };
         let mut start = 0;
         let mut search = 0;
         while start <= text.len() {
@@ -319,7 +379,7 @@ impl Encoder {
                 }
             };
             let end = next.map_or(text.len(), |m| m.start());
-            out.extend(self.encode_ordinary(&text[start..end])?);
+            self.encode_ordinary_into(&text[start..end], memo, out)?;
             match next {
                 Some(m) => {
                     out.push(self.specials[m.as_str()]);
@@ -329,7 +389,7 @@ impl Encoder {
                 None => break,
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The leftmost special token in `text` (any of them), if any.
@@ -340,9 +400,11 @@ impl Encoder {
     /// The first special token among `tokens` that occurs in `text`, if any.
     pub fn find_special<'a>(&self, text: &str, tokens: &'a [String]) -> Option<&'a str> {
         // Leftmost occurrence wins, as a reader scanning the text would report it.
+        // memmem (SIMD) rather than `str::find`: this scans every text that
+        // `encode` gets, and was 5× slower than encoding it with `str::find`.
         tokens
             .iter()
-            .filter_map(|t| text.find(t.as_str()).map(|pos| (pos, t.as_str())))
+            .filter_map(|t| memchr::memmem::find(text.as_bytes(), t.as_bytes()).map(|pos| (pos, t.as_str())))
             .min_by_key(|&(pos, t)| (pos, std::cmp::Reverse(t.len())))
             .map(|(_, t)| t)
     }
@@ -611,6 +673,28 @@ mod tests {
         let ids = enc.encode_ordinary(&"a".repeat(1_000_000)).unwrap();
         assert_eq!(ids.len(), 125_000);
         assert!(ids.iter().all(|&i| i == 258));
+    }
+
+    /// A memo carried across texts (as `encode_batch` does) gives each text
+    /// the ids it gets alone, also once the memo has started afresh.
+    #[test]
+    fn memo_across_texts() {
+        let ranks = byte_ranks(&["th", "the", "he", "en", "an", "ant"]);
+        let mut sp = FxHashMap::default();
+        sp.insert("<|end|>".to_string(), 300);
+        let enc = Encoder::new(ranks, sp, GPT4_PATTERN).unwrap();
+        let allowed: FxHashSet<String> = ["<|end|>".to_string()].into_iter().collect();
+        let long = "an".repeat(Memo::MAX_IDS);
+        let texts = ["then anthem<|end|> theme", " then then", &long, "anthem then", " then<|end|>"];
+        let mut memo = Memo::default();
+        for t in texts {
+            let mut ids = vec![7];
+            enc.encode_into(t, &allowed, &mut memo, &mut ids).unwrap();
+            assert_eq!(ids[1..], enc.encode(t, &allowed).unwrap()[..], "{:?}", &t[..t.len().min(20)]);
+        }
+        // The long chunk (MAX_IDS ids) filled the memo, so it started afresh;
+        // the words after it are in it.
+        assert!(memo.ids.len() < Memo::MAX_IDS && memo.get(b" then").is_some());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::encode::{Encoder, Rank};
+use crate::encode::{Encoder, Memo, Rank};
 use crate::pretokenize::{is_safe_cut, is_word_cut, Splitter};
 use crate::train::{self, ChunkCounts};
 
@@ -43,9 +43,12 @@ pub fn encode_with(
     // which ones are found.
     let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
     let mut out = Vec::with_capacity(text.len() / 4);
+    // One memo for all pieces: a word merged in the first piece is not
+    // merged again in the last.
+    let mut memo = Memo::default();
     for piece in cut(text, piece_bytes, &avoid) {
         between()?;
-        out.extend(enc.encode(piece, allowed)?);
+        enc.encode_into(piece, allowed, &mut memo, &mut out)?;
     }
     Ok(out)
 }

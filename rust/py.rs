@@ -14,10 +14,11 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::encode::{Encoder, Rank};
+use crate::encode::{Encoder, Memo, Rank};
 use crate::pieces;
 use crate::pretokenize::{self, Splitter};
 use crate::train::{self, ChunkCounts};
@@ -198,6 +199,15 @@ impl Trainer {
 #[pyclass(module = "bpe._core", frozen)]
 struct CoreBPE {
     enc: Encoder,
+    /// One Python int per id, made on first use and shared by every list we
+    /// return. Making a fresh int per token (an allocation, and a free when
+    /// the list dies) took ~45% of `encode` on 10 MB of English, more than
+    /// the encoding; a shared one costs a reference count. And since lists
+    /// are built holding the GIL, one thread at a time, that cost is what
+    /// kept `encode_batch` from scaling with threads. Memory: ~8 MB for
+    /// o200k's 200k ids, once per tokenizer; a big list of ids then takes
+    /// 8 bytes per token instead of ~40. (Python itself shares ints -5..256.)
+    ints: GILOnceCell<Box<[Py<PyAny>]>>,
 }
 
 /// Python's `allowed_special` arrives as a set of str.
@@ -206,6 +216,14 @@ fn allowed_set(allowed: Vec<String>) -> FxHashSet<String> {
 }
 
 impl CoreBPE {
+    /// `ids` as a Python list, of the shared ints.
+    fn list<'py>(&self, py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyList>> {
+        let ints = self.ints.get_or_try_init(py, || -> PyResult<_> {
+            (0..self.enc.n_vocab() as Rank).map(|i| Ok(i.into_pyobject(py)?.into_any().unbind())).collect()
+        })?;
+        PyList::new(py, ids.iter().map(|&i| ints[i as usize].bind(py)))
+    }
+
     /// Encodes in pieces (checking for Ctrl-C between them), without the GIL
     /// for all but short texts.
     fn ids(&self, py: Python<'_>, text: &str, allowed: &FxHashSet<String>) -> PyResult<Vec<Rank>> {
@@ -247,15 +265,17 @@ impl CoreBPE {
         for (k, v) in ranks.iter() {
             r.insert(k.downcast::<PyBytes>()?.as_bytes().to_vec(), v.extract::<Rank>()?);
         }
-        Ok(CoreBPE { enc: guard(|| Encoder::new(r, special_tokens, pattern))? })
+        Ok(CoreBPE { enc: guard(|| Encoder::new(r, special_tokens, pattern))?, ints: GILOnceCell::new() })
     }
 
-    fn encode_ordinary(&self, py: Python<'_>, text: &str) -> PyResult<Vec<Rank>> {
-        self.ids(py, text, &FxHashSet::default())
+    fn encode_ordinary<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.ids(py, text, &FxHashSet::default())?;
+        self.list(py, &ids)
     }
 
-    fn encode(&self, py: Python<'_>, text: &str, allowed_special: Vec<String>) -> PyResult<Vec<Rank>> {
-        self.ids(py, text, &allowed_set(allowed_special))
+    fn encode<'py>(&self, py: Python<'py>, text: &str, allowed_special: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.ids(py, text, &allowed_set(allowed_special))?;
+        self.list(py, &ids)
     }
 
     /// The default policy of `Tokenizer.encode` in one call: the ids of
@@ -267,7 +287,7 @@ impl CoreBPE {
             return Ok(found.into_pyobject(py)?.into_any().unbind());
         }
         let ids = self.ids(py, text, &FxHashSet::default())?;
-        Ok(ids.into_pyobject(py)?.into_any().unbind())
+        Ok(self.list(py, &ids)?.into_any().unbind())
     }
 
     /// `encode` as little-endian u32 bytes, for `numpy.frombuffer`: no Python
@@ -284,41 +304,73 @@ impl CoreBPE {
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
+    /// If a text holds one of `disallowed`, encodes nothing and returns
+    /// `(index of the first such text, the token)` for Python to raise its
+    /// error; else the lists of ids.
     fn encode_batch(
         &self,
         py: Python<'_>,
         texts: Vec<String>,
         allowed_special: Vec<String>,
+        disallowed_special: Vec<String>,
         num_threads: usize,
-    ) -> PyResult<Py<PyList>> {
+    ) -> PyResult<PyObject> {
         use rayon::prelude::*;
         let allowed = allowed_set(allowed_special);
         let pool = guard(|| thread_pool(num_threads))?;
+        if !disallowed_special.is_empty() {
+            // One parallel pass over the batch (memmem runs at GB/s), not a
+            // call per text from Python, which was 15% of the batch's time.
+            let found = py.allow_threads(|| {
+                guard(|| {
+                    Ok(pool.install(|| {
+                        texts.par_iter().enumerate().find_map_first(|(k, t)| {
+                            self.enc.find_special(t, &disallowed_special).map(|s| (k, s.to_string()))
+                        })
+                    }))
+                })
+            })?;
+            if let Some(found) = found {
+                return Ok(found.into_pyobject(py)?.into_any().unbind());
+            }
+        }
         let sizes: Vec<usize> = texts.iter().map(String::len).collect();
-        let lists = py.allow_threads(|| -> PyResult<Vec<Py<PyList>>> {
+        let all_ids = py.allow_threads(|| -> PyResult<Vec<Vec<Rank>>> {
             // Group by group, checking for Ctrl-C between groups (from this
             // thread: Python only sees signals on the main thread).
             let mut out = Vec::with_capacity(texts.len());
             for group in pieces::groups(&sizes, GROUP_BYTES) {
                 guard(check_interrupt)?;
-                // Each worker builds the Python list of its own text as soon
-                // as it is encoded (taking the GIL just for that), so building
-                // lists, which one thread at a time can do, overlaps with the
-                // other workers' encoding instead of running alone afterwards.
-                let lists: PyResult<Vec<Py<PyList>>> = pool.install(|| {
-                    texts[group]
-                        .par_iter()
-                        .map(|t| {
-                            let ids = guard(|| self.enc.encode(t, &allowed))?;
-                            Python::with_gil(|py| Ok(PyList::new(py, ids)?.unbind()))
+                // Runs of neighbouring documents, four per thread (enough to
+                // even out the threads' loads), each encoded by one thread
+                // with one memo of merged chunks: documents encoded one by
+                // one, each with its own memo, went at half the speed of one
+                // whole text.
+                let docs = &texts[group];
+                let run = docs.len().div_ceil(4 * pool.current_num_threads()).max(1);
+                let runs: PyResult<Vec<Vec<Vec<Rank>>>> = pool.install(|| {
+                    docs.par_chunks(run)
+                        .map(|run| {
+                            let mut memo = Memo::default();
+                            run.iter()
+                                .map(|t| {
+                                    let mut ids = Vec::with_capacity(t.len() / 4);
+                                    guard(|| self.enc.encode_into(t, &allowed, &mut memo, &mut ids))?;
+                                    Ok(ids)
+                                })
+                                .collect()
                         })
                         .collect()
                 });
-                out.extend(lists?);
+                out.extend(runs?.into_iter().flatten());
             }
             Ok(out)
         })?;
-        Ok(PyList::new(py, lists)?.unbind())
+        // The lists are built afterwards, holding the GIL: with shared ints
+        // (see `CoreBPE::ints`) that is a small part of the time. Workers
+        // that each took the GIL to build their own lists were no faster.
+        let lists = all_ids.iter().map(|ids| self.list(py, ids)).collect::<PyResult<Vec<_>>>()?;
+        Ok(PyList::new(py, lists)?.into_any().unbind())
     }
 
     /// The first of `tokens` found in `text` (leftmost), or None.

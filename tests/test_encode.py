@@ -137,8 +137,14 @@ def test_encode_batch(tok):
     assert tok.encode_batch(texts) == expected
     assert tok.encode_batch(texts, num_threads=1) == expected
     assert tok.encode_batch(texts, num_threads=2) == expected
-    with pytest.raises(ValueError, match="<\\|fim\\|>"):
+    with pytest.raises(ValueError, match=r"texts\[1\] contains the special token '<\|fim\|>'"):
         tok.encode_batch(["ok", "not <|fim|> ok"])
+    # The first text holding a disallowed token is the one named.
+    batch = ["ok"] * 50 + ["<|fim|>"] + ["ok"] * 50 + ["x<|fim|>"]
+    with pytest.raises(ValueError, match=r"texts\[50\] contains"):
+        tok.encode_batch(batch, num_threads=2)
+    assert tok.encode_batch(batch, disallowed_special=())[50] == tok.encode_ordinary("<|fim|>")
+    assert tok.encode_batch(batch, allowed_special={"<|fim|>"})[50] == [tok.special_tokens["<|fim|>"]]
     assert tok.encode_batch(["a<|fim|>"], allowed_special="all")[0][-1] == tok.special_tokens["<|fim|>"]
     with pytest.raises(TypeError, match="list of str"):
         tok.encode_batch("one text")
