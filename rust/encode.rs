@@ -315,7 +315,7 @@ impl Encoder {
 
     /// [`Encoder::encode_ordinary`], appending to `out` and remembering in
     /// `memo` the chunks that took merging.
-    pub fn encode_ordinary_into<'t>(
+    fn encode_ordinary_into<'t>(
         &self,
         text: &'t str,
         memo: &mut Memo<'t>,
