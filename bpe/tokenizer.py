@@ -137,15 +137,16 @@ class Tokenizer:
         self._set_special_tokens_and_core(special_tokens)
 
     @classmethod
-    def _trained(cls, vocab, merges, pattern, special_tokens, ranks) -> "Tokenizer":
-        """A Tokenizer from the trainer's own output (vocab, merges and ranks
-        consistent by construction), skipping the merge replay of __init__."""
+    def _trained(cls, vocab, merges, pattern, special_tokens, make_core) -> "Tokenizer":
+        """A Tokenizer from the trainer's own output (vocab and merges
+        consistent by construction), skipping the merge replay of __init__;
+        ``make_core(special_tokens)`` builds the encoder."""
         self = cls.__new__(cls)
         self.pattern, self.vocab, self._merges, self._from_merges = pattern, vocab, merges, True
-        self._set_special_tokens_and_core(special_tokens, ranks)
+        self._set_special_tokens_and_core(special_tokens, make_core)
         return self
 
-    def _set_special_tokens_and_core(self, special_tokens, ranks=None) -> None:
+    def _set_special_tokens_and_core(self, special_tokens, make_core=None) -> None:
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         for text, i in self.special_tokens.items():
             if not isinstance(text, str) or not text:
@@ -156,7 +157,10 @@ class Tokenizer:
         if len(set(self.special_tokens.values())) != len(self.special_tokens):
             raise ValueError("two special tokens share an id")
         _check_id_range(self.vocab, self.special_tokens)
-        self._core = _core.CoreBPE(self._ranks() if ranks is None else ranks, self.special_tokens, self.pattern)
+        if make_core is None:
+            self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern)
+        else:
+            self._core = make_core(self.special_tokens)
 
     @property
     def merges(self) -> dict[tuple[int, int], int]:
@@ -240,13 +244,13 @@ class Tokenizer:
         special_ids = {s: n_ordinary + i for i, s in enumerate(specials)}
         all_bytes = [bytes([i]) for i in range(256)] + tokens
         # dict() over ready-made pairs, not comprehensions: at 50k tokens the
-        # comprehensions took a tenth of a 10 MB training run.
-        ranks = dict(zip(all_bytes, range(n_ordinary)))
-        tok = cls._trained(dict(enumerate(all_bytes)), dict(merges), pattern, special_ids, ranks)
+        # comprehensions took a tenth of a 10 MB training run. The encoder is
+        # built in Rust from the trainer's tokens (no bytes -> id dict here).
+        tok = cls._trained(dict(enumerate(all_bytes)), dict(merges), pattern, special_ids, trainer.encoder)
         for s, i in special_ids.items():
-            if s.encode("utf-8") in ranks:
+            if (b := s.encode("utf-8")) in all_bytes:  # a few specials: a scan is cheaper than a dict
                 warnings.warn(
-                    f"special token {s!r} (id {i}) is also the ordinary token {ranks[s.encode('utf-8')]}: "
+                    f"special token {s!r} (id {i}) is also the ordinary token {all_bytes.index(b)}: "
                     f"where it is allowed, text {s!r} becomes the special id, and decoding either id gives "
                     f"the same text; pick a text that does not occur in the corpus, like '<|{s}|>'",
                     stacklevel=2,

@@ -46,6 +46,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    bpe::return_freed_memory_at_once(); // as the Python module does
     let args: Vec<String> = std::env::args().collect();
     match args[1].as_str() {
         "encode" => {

@@ -375,11 +375,6 @@ fn new_pairs(word: &[u32], new: u32) -> impl Iterator<Item = Pair> + '_ {
     word.windows(2).filter(move |p| p[0] == new || p[1] == new).map(|p| (p[0], p[1]))
 }
 
-/// A merge whose pair occurs in at least 1/PARALLEL_SHARE of all words is
-/// done on all cores (if there are at least PARALLEL_MIN_WORDS words).
-const PARALLEL_SHARE: usize = 32;
-const PARALLEL_MIN_WORDS: usize = 50_000;
-
 /// One learned merge: `left` and `right` become `new`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Merge {
@@ -388,22 +383,31 @@ pub struct Merge {
     pub new: u32,
 }
 
-/// All words in one flat buffer. Word `i` is `symbols[start[i]..start[i] + len[i]]`;
-/// merging shrinks `len[i]` in place and leaves the tail unused.
+/// All words in one flat buffer: word `i` is `symbols[w.start..w.start + w.len]`
+/// with `w = meta[i]`; merging shrinks `w.len` in place and leaves the tail
+/// unused.
 ///
 /// Why flat: a `Vec<Vec<u32>>` costs each word a 24-byte header and a heap
 /// block of its own (with the allocator's rounding, ~90 bytes for an
 /// 11-symbol word, against 56 here), and scatters words over the heap. On
 /// FLORES-200 (734k distinct chunks) this saved ~30 MB of peak memory.
+/// Start, length and count sit together in one record because a merge visits
+/// its words in no useful order: separate arrays cost a cache miss each
+/// (three per word instead of one); merging 10 MB of English got ~15% faster.
 struct Words {
     symbols: Vec<u32>,
-    start: Vec<usize>,
-    len: Vec<u32>,
-    freq: Vec<u64>,
+    meta: Vec<Word>,
+}
+
+#[derive(Clone, Copy)]
+struct Word {
+    freq: u64,
+    start: u32,
+    len: u32,
 }
 
 impl Words {
-    fn new(counts: ChunkCounts) -> Words {
+    fn new(counts: ChunkCounts) -> Result<Words, String> {
         // Words of one byte have no pairs and can never change: dropped.
         // Sized exactly first, so the buffers never double while filling.
         let (mut n, mut total) = (0, 0);
@@ -413,30 +417,30 @@ impl Words {
                 total += b.len();
             }
         });
-        let mut w = Words {
-            symbols: Vec::with_capacity(total),
-            start: Vec::with_capacity(n + 1),
-            len: Vec::with_capacity(n),
-            freq: Vec::with_capacity(n),
-        };
-        counts.drain(|bytes, f| {
+        // Word ids and offsets are u32 (they fill the per-pair word lists).
+        if n > u32::MAX as usize || total > u32::MAX as usize {
+            return Err(format!(
+                "too many distinct chunks to train on ({n}, {total} bytes; at most 4G of each): \
+                 train on a sample of the corpus"
+            ));
+        }
+        let mut w = Words { symbols: Vec::with_capacity(total), meta: Vec::with_capacity(n) };
+        counts.drain(|bytes, freq| {
             if bytes.len() >= 2 {
-                w.start.push(w.symbols.len());
+                w.meta.push(Word { start: w.symbols.len() as u32, freq, len: bytes.len() as u32 });
                 w.symbols.extend(bytes.iter().map(|&b| u32::from(b)));
-                w.len.push(bytes.len() as u32);
-                w.freq.push(f);
             }
         });
-        w.start.push(w.symbols.len());
-        w
+        Ok(w)
     }
 
     fn word(&self, i: usize) -> &[u32] {
-        &self.symbols[self.start[i]..self.start[i] + self.len[i] as usize]
+        let w = self.meta[i];
+        &self.symbols[w.start as usize..(w.start + w.len) as usize]
     }
 
     fn count(&self) -> usize {
-        self.len.len()
+        self.meta.len()
     }
 }
 
@@ -450,25 +454,14 @@ impl Words {
 /// they hold most list entries (7.5 million on FLORES-200), and a growable
 /// list per pair cost up to twice their size in spare capacity. Pairs made by
 /// merges hold a new token, so they are never initial pairs: their lists grow
-/// in `more` (most occur in one or two words, kept inline).
+/// in `more` (most occur in a few words: up to four are kept inline, in the
+/// 16 bytes the list's pointer and length take once it spills to the heap).
 #[derive(Default)]
 struct PairInfo {
     count: i64,
     first: u32,
     n: u32,
-    more: smallvec::SmallVec<[u32; 2]>,
-}
-
-/// Learns merges until the vocabulary holds `target` ordinary tokens (256
-/// bytes included) or no pair is left. `on_token` is called with the
-/// vocabulary size after each new token (for progress) and may stop the work
-/// by returning an error (Ctrl-C).
-pub fn learn_merges(
-    counts: ChunkCounts,
-    target: usize,
-    on_token: impl FnMut(usize) -> Result<(), String>,
-) -> Result<Vec<Merge>, String> {
-    learn_merges_with(counts, target, PARALLEL_MIN_WORDS, on_token)
+    more: smallvec::SmallVec<[u32; 4]>,
 }
 
 /// The initial pairs: counts and word lists (see [`PairInfo`]), and the shared
@@ -478,7 +471,7 @@ fn initial_pairs(words: &Words) -> Result<(FxHashMap<Pair, PairInfo>, Vec<u32>),
     let tallies = (0..words.count())
         .into_par_iter()
         .fold(FxHashMap::<Pair, (i64, u32)>::default, |mut m, i| {
-            let f = words.freq[i] as i64;
+            let f = words.meta[i].freq as i64;
             for p in words.word(i).windows(2) {
                 let e = m.entry((p[0], p[1])).or_insert((0, 0));
                 e.0 += f;
@@ -521,18 +514,23 @@ fn initial_pairs(words: &Words) -> Result<(FxHashMap<Pair, PairInfo>, Vec<u32>),
     Ok((pairs, initial))
 }
 
-/// [`learn_merges`], doing big merges on all cores only when there are at
-/// least `parallel_min_words` words (tests compare both paths).
-fn learn_merges_with(
+/// Learns merges until the vocabulary holds `target` ordinary tokens (256
+/// bytes included) or no pair is left. `on_token` is called with the
+/// vocabulary size after each new token (for progress) and may stop the work
+/// by returning an error (Ctrl-C).
+///
+/// The merge loop runs on one core. It once did merges that touch over 1/32
+/// of the words on all cores (runs of words per thread, deltas summed after):
+/// on this project's 2-core machine that was slower than one core on 10 MB of
+/// English (0.08-0.11 s against 0.03-0.05 s for those ~57 merges) and no
+/// faster on 100 MB or on 200 languages, because most of the loop's time is
+/// in the tens of thousands of later merges that touch a few words each.
+pub fn learn_merges(
     counts: ChunkCounts,
     target: usize,
-    parallel_min_words: usize,
     mut on_token: impl FnMut(usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
-    let mut words = Words::new(counts);
-    if words.count() > u32::MAX as usize {
-        return Err("too many distinct chunks to train on (over 4G)".into());
-    }
+    let mut words = Words::new(counts)?;
     let (mut pairs, mut initial) = initial_pairs(&words)?;
     let mut initial_live: usize = pairs.values().map(|info| info.n as usize).sum();
 
@@ -603,26 +601,19 @@ fn learn_merges_with(
         } else {
             delta.clear();
         }
-        if affected.len() * PARALLEL_SHARE >= words.count() && words.count() >= parallel_min_words {
-            let (d, new_where) = merge_in_parallel(&mut words, &affected, pair, new);
-            delta = d;
-            for (p, wi) in new_where {
-                pairs.entry(p).or_default().more.push(wi);
-            }
-        } else {
-            // A list may name a word twice (via a new pair made twice) or a
-            // word that no longer holds the pair: `merge_word` then finds
-            // nothing, which is cheaper than deduplicating the list.
-            for &wi in &affected {
-                let i = wi as usize;
-                let (s, n) = (words.start[i], words.len[i] as usize);
-                let word = &mut words.symbols[s..s + n];
-                let m = merge_word(word, pair, new, words.freq[i] as i64, &mut delta);
-                if m < n {
-                    words.len[i] = m as u32;
-                    for p in new_pairs(&word[..m], new) {
-                        pairs.entry(p).or_default().more.push(wi);
-                    }
+        // A list may name a word twice (via a new pair made twice) or a
+        // word that no longer holds the pair: `merge_word` then finds
+        // nothing, which is cheaper than deduplicating the list.
+        for &wi in &affected {
+            let i = wi as usize;
+            let w = &mut words.meta[i];
+            let n = w.len as usize;
+            let word = &mut words.symbols[w.start as usize..w.start as usize + n];
+            let m = merge_word(word, pair, new, w.freq as i64, &mut delta);
+            if m < n {
+                w.len = m as u32;
+                for p in new_pairs(&word[..m], new) {
+                    pairs.entry(p).or_default().more.push(wi);
                 }
             }
         }
@@ -664,70 +655,6 @@ fn learn_merges_with(
     Ok(merges)
 }
 
-/// One merge on all cores, for the first merges, which touch a large share of
-/// all words. The words are cut into runs that each thread owns (no locks,
-/// no unsafe code); each run collects its own delta and list of new
-/// (pair, word) entries, summed afterwards. Every word of a run is visited
-/// (a bitmap picks the affected ones): at this share of affected words the
-/// visit costs little.
-fn merge_in_parallel(
-    words: &mut Words,
-    affected: &[u32],
-    pair: Pair,
-    new: u32,
-) -> (FxHashMap<Pair, i64>, Vec<(Pair, u32)>) {
-    let mut marked = vec![false; words.count()];
-    for &wi in affected {
-        marked[wi as usize] = true;
-    }
-    // Runs of RUN words: enough runs to balance the cores.
-    const RUN: usize = 4096;
-    let mut runs = Vec::new();
-    let (mut symbols, mut lens) = (&mut words.symbols[..], &mut words.len[..]);
-    let mut w0 = 0;
-    while !lens.is_empty() {
-        let k = RUN.min(lens.len());
-        let (s, rest_s) = std::mem::take(&mut symbols).split_at_mut(words.start[w0 + k] - words.start[w0]);
-        let (l, rest_l) = std::mem::take(&mut lens).split_at_mut(k);
-        runs.push((w0, s, l));
-        symbols = rest_s;
-        lens = rest_l;
-        w0 += k;
-    }
-    let (start, freq) = (&words.start, &words.freq);
-    runs.into_par_iter()
-        .fold(
-            || (FxHashMap::<Pair, i64>::default(), Vec::<(Pair, u32)>::new()),
-            |(mut d, mut nw), (w0, s, l)| {
-                let base = start[w0];
-                for (k, len) in l.iter_mut().enumerate() {
-                    let i = w0 + k;
-                    if !marked[i] {
-                        continue;
-                    }
-                    let from = start[i] - base;
-                    let word = &mut s[from..from + *len as usize];
-                    let m = merge_word(word, pair, new, freq[i] as i64, &mut d);
-                    if m < word.len() {
-                        *len = m as u32;
-                        nw.extend(new_pairs(&word[..m], new).map(|p| (p, i as u32)));
-                    }
-                }
-                (d, nw)
-            },
-        )
-        .reduce(
-            || (FxHashMap::default(), Vec::new()),
-            |(mut d, mut nw), (d2, nw2)| {
-                for (k, v) in d2 {
-                    *d.entry(k).or_insert(0) += v;
-                }
-                nw.extend(nw2);
-                (d, nw)
-            },
-        )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -735,24 +662,6 @@ mod tests {
 
     fn counts_of(words: &[(&str, u64)]) -> ChunkCounts {
         words.iter().map(|(w, n)| (w.as_bytes().to_vec(), *n)).collect()
-    }
-
-    #[test]
-    fn parallel_merges_equal_sequential_merges() {
-        // Words over a small alphabet, so that early merges touch most words
-        // and take the parallel path when it is allowed.
-        let mut seed = 7u64;
-        let mut counts = ChunkCounts::default();
-        for _ in 0..20_000 {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let len = 2 + (seed >> 60) as usize;
-            let word: Vec<u8> = (0..len).map(|k| b"abcab a"[((seed >> (3 * k + 5)) % 7) as usize]).collect();
-            counts.add(&word, 1 + (seed >> 40) % 5);
-        }
-        let sequential = learn_merges_with(counts.clone(), 600, usize::MAX, |_| Ok(())).unwrap();
-        let parallel = learn_merges_with(counts, 600, 0, |_| Ok(())).unwrap();
-        assert!(sequential.len() > 100);
-        assert_eq!(parallel, sequential);
     }
 
     #[test]
