@@ -25,8 +25,10 @@ mod py;
 /// (Python's objects keep Python's allocator). Training makes and frees
 /// millions of small blocks of many sizes (per-pair word lists, maps of
 /// deltas); on 200 languages (FLORES) glibc's malloc then held ~95 MB of
-/// freed but unreturned memory at the peak, and its merge loop ran ~30%
-/// slower than with mimalloc.
+/// freed but unreturned memory at the peak, and its merge loop ran ~25%
+/// slower than with mimalloc. Not under Miri (which cannot run its C code)
+/// or the fuzzers (whose sanitizers watch the system allocator).
+#[cfg(not(any(miri, feature = "fuzzing")))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -36,12 +38,15 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// in the process's peak memory (FLORES: 288 MB instead of 215 MB) for no
 /// measurable speed. Called when the Python module loads.
 pub fn return_freed_memory_at_once() {
-    // `mi_option_purge_delay` is 15 in mimalloc v2 and v3's `mi_option_t`
-    // (the -sys crate does not name it); the Cargo.lock pins the version.
-    const MI_OPTION_PURGE_DELAY: std::os::raw::c_int = 15;
-    extern "C" {
-        fn mi_option_set(option: std::os::raw::c_int, value: std::os::raw::c_long);
+    #[cfg(not(any(miri, feature = "fuzzing")))]
+    {
+        // `mi_option_purge_delay` is 15 in mimalloc v2's and v3's `mi_option_t`
+        // (the -sys crate does not name it); Cargo.lock pins the version.
+        const MI_OPTION_PURGE_DELAY: std::os::raw::c_int = 15;
+        extern "C" {
+            fn mi_option_set(option: std::os::raw::c_int, value: std::os::raw::c_long);
+        }
+        // SAFETY: sets a plain integer option; mimalloc allows it at any time.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     }
-    // SAFETY: sets a plain integer option; mimalloc allows it at any time.
-    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
 }
