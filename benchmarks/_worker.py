@@ -12,7 +12,8 @@ Jobs:
       one training run; timed is the training call only (see each tool).
   {"kind": "encode", "tool": ..., "encoding": "cl100k_base", "corpora": [[name, path], ...], ...}
       everything the encoding section measures for one tool and one
-      vocabulary: warm-up once, then `repeats` timed runs inside this process.
+      vocabulary: warm-up once, then `repeats` timed runs inside this process
+      (run.py asks for one, and runs the tools round robin).
 """
 
 from __future__ import annotations

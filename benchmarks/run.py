@@ -76,6 +76,21 @@ NOT_INSTALLED = "not installed (pip install -r benchmarks/requirements.txt)"
 # running one job
 
 
+def median_round(rounds: list):
+    """One result from a tool's rounds (one child each): every timed
+    measurement (a dict with ``wall_s``) is the median round's, with the
+    wall times of all rounds in ``walls``; everything else is the first
+    round's."""
+    first = rounds[0]
+    if not all(isinstance(r, dict) for r in rounds):
+        return first
+    if all("wall_s" in r for r in rounds):
+        mid = dict(sorted(rounds, key=lambda r: r["wall_s"])[(len(rounds) - 1) // 2])
+        mid["walls"] = [w for r in rounds for w in r.get("walls", [r["wall_s"]])]
+        return mid
+    return {k: median_round([r.get(k) for r in rounds]) if isinstance(v, dict) else v for k, v in first.items()}
+
+
 def run_job(job: dict, timeout: float, env_extra: dict | None = None) -> dict:
     """Runs one measurement in a fresh interpreter and returns its JSON."""
     env = dict(os.environ, **(env_extra or {}))
@@ -462,8 +477,8 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
         corpora = [(corpus_label(corp["main10"]), corp["main10"])]
         corpora += [(corpus_label(p), p) for p in corp["extra"].values()]
     first = corpora[0][0]
-    print(f"one child process per tool and vocabulary: warm-up once, then {args.repeats} timed run(s) "
-          f"inside it, median. MB = 10^6 bytes of UTF-8 input.")
+    print(f"round robin: {args.repeats} round(s), each a child process per tool in turn (warm-up, one timed "
+          f"run); the median round is reported. MB = 10^6 bytes of UTF-8 input.")
     print(f"batch: {first} cut into ~1,000 documents at safe line boundaries, {args.threads} threads; "
           f"short strings: lines of {first} cut to ≤ 64 bytes; decode: ids of {first}.")
     if len(corpora) > 1:
@@ -472,31 +487,46 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
     enc_results = results.setdefault("encode", {})
     for enc in have:
         enc_results[enc] = {}
+        runs: dict[str, list[dict]] = {}
         for t in tools:
             if t == "hf" and enc not in HF_ENCODINGS:
                 continue
             if not installed(t):
                 enc_results[enc][t] = {"status": "not installed"}
                 continue
-            job = {
-                "kind": "encode", "tool": t, "encoding": enc, "repeats": args.repeats, "threads": args.threads,
-                "corpora": [[n, str(p)] for n, p in (corpora[:1] if FIRST_CORPUS_ONLY & {t, enc} else corpora)],
-                "batch_corpus": first, "decode_corpus": first, "short_corpus": first,
-            }
-            env = {"TIKTOKEN_CACHE_DIR": cache}
-            if t in ("riptoken", "hf"):
-                # Their batch calls take no thread count: they use rayon's
-                # global pool, sized by this variable.
-                env["RAYON_NUM_THREADS"] = str(args.threads)
-            t0 = time.perf_counter()
-            r = run_job(job, args.timeout, env)
-            enc_results[enc][t] = r
-            if r.get("status") == "ok":
-                one = r["corpora"][first].get("one", {})
-                speed = f"{one['mb_s']:.1f} MB/s on {first}" if "mb_s" in one else one.get("error", "?")
-                print(f"  {enc} {t}: {speed} ({time.perf_counter() - t0:.0f} s in all)", flush=True)
-            else:
-                print(f"  {enc} {t}: {r.get('status')}: {r.get('error')}", flush=True)
+            runs[t] = []
+        # Tools take turns, one timed run per child, rather than each tool's
+        # runs back to back: this machine's speed changes from one minute to
+        # the next (the same binary at ~13 or ~24 MB/s), and back-to-back runs
+        # let a slow minute fall on one tool only, which swung ratios 2× between
+        # runs of the same build.
+        for round_ in range(1, args.repeats + 1):
+            for t, done in runs.items():
+                if done and done[-1].get("status") != "ok":
+                    continue  # it failed: once is enough
+                job = {
+                    "kind": "encode", "tool": t, "encoding": enc, "repeats": 1, "threads": args.threads,
+                    "corpora": [[n, str(p)] for n, p in (corpora[:1] if FIRST_CORPUS_ONLY & {t, enc} else corpora)],
+                    "batch_corpus": first, "decode_corpus": first, "short_corpus": first,
+                }
+                env = {"TIKTOKEN_CACHE_DIR": cache}
+                if t in ("riptoken", "hf"):
+                    # Their batch calls take no thread count: they use rayon's
+                    # global pool, sized by this variable.
+                    env["RAYON_NUM_THREADS"] = str(args.threads)
+                t0 = time.perf_counter()
+                r = run_job(job, args.timeout, env)
+                done.append(r)
+                if r.get("status") == "ok":
+                    one = r["corpora"][first].get("one", {})
+                    speed = f"{one['mb_s']:.1f} MB/s on {first}" if "mb_s" in one else one.get("error", "?")
+                    print(f"  {enc} {t} round {round_}/{args.repeats}: {speed} "
+                          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                else:
+                    print(f"  {enc} {t}: {r.get('status')}: {r.get('error')}", flush=True)
+        for t, done in runs.items():
+            failed = [r for r in done if r.get("status") != "ok"]
+            enc_results[enc][t] = failed[0] if failed else median_round(done)
     results["encode_corpora"] = [n for n, _ in corpora]
 
 

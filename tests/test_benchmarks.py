@@ -73,6 +73,21 @@ def test_not_installed_anchor_is_a_row_not_a_crash():
     assert run.train_table({"train": [rows]}).count("not installed (pip install -r benchmarks/requirements.txt)") == 1
 
 
+def test_encode_rounds_report_the_median_round():
+    import run
+
+    def child(wall, n):  # one child's result, shaped like _worker.py's
+        return {"status": "ok", "n": n, "c": {"one": {"wall_s": wall, "walls": [wall], "mb_s": 10 / wall},
+                                               "batch": {"wall_s": 5 - wall, "walls": [5 - wall]}}}
+
+    merged = run.median_round([child(3.0, 1), child(1.0, 2), child(2.0, 3)])
+    # Each measurement is the median round's (its own speed with it), walls from all rounds.
+    assert merged["c"]["one"] == {"wall_s": 2.0, "walls": [3.0, 1.0, 2.0], "mb_s": 5.0}
+    assert merged["c"]["batch"] == {"wall_s": 3.0, "walls": [2.0, 4.0, 3.0]}
+    assert merged["n"] == 1 and merged["status"] == "ok"
+    assert run.median_round([child(2.0, 1)]) == child(2.0, 1)
+
+
 def test_pieces_concatenate_to_the_corpus():
     text = (ROOT / "corpora" / "tinyshakespeare.txt").read_text(encoding="utf-8")
     for feed in FEEDS:
