@@ -93,7 +93,6 @@ impl Pretokenizer {
 /// Accumulates chunk counts from texts and files, then learns merges.
 #[pyclass(module = "bpe._core")]
 struct Trainer {
-    pattern: String,
     splitter: Splitter,
     counts: ChunkCounts,
     /// Every ordinary token's bytes, by id, once `train` has run.
@@ -104,12 +103,7 @@ struct Trainer {
 impl Trainer {
     #[new]
     fn new(pattern: &str) -> PyResult<Self> {
-        Ok(Trainer {
-            pattern: pattern.to_string(),
-            splitter: guard(|| Splitter::new(pattern))?,
-            counts: ChunkCounts::default(),
-            tokens: Vec::new(),
-        })
+        Ok(Trainer { splitter: guard(|| Splitter::new(pattern))?, counts: ChunkCounts::default(), tokens: Vec::new() })
     }
 
     /// Counts a batch of documents (each str is one document), all cores, GIL released.
@@ -211,7 +205,7 @@ impl Trainer {
         let enc = py.allow_threads(|| {
             guard(|| {
                 let ranks = self.tokens.iter().enumerate().map(|(id, b)| (b.clone(), id as Rank)).collect();
-                Encoder::new(ranks, special_tokens, &self.pattern)
+                Encoder::new(ranks, special_tokens, self.splitter.pattern())
             })
         })?;
         Ok(CoreBPE { enc, ints: GILOnceCell::new() })

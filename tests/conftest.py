@@ -1,6 +1,7 @@
 """Shared test helpers: where the corpora are, and hypothesis profiles."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,6 @@ def _find_shared() -> Path:
         return Path(os.environ["BPE_SHARED_CORPORA"])
     candidates = [ROOT.parent / "shared" / "corpora"]
     try:
-        import subprocess
-
         origin = subprocess.run(["git", "-C", str(ROOT), "remote", "get-url", "origin"],
                                 capture_output=True, text=True, timeout=10).stdout.strip()
         if origin and "://" not in origin and Path(origin).is_dir():
