@@ -224,8 +224,42 @@ pub fn count_files(
 // ---------------------------------------------------------------------------
 // The merge loop
 
-type Pair = (u32, u32);
+/// A token id inside the merge loop: `u16` while the vocabulary fits in 16
+/// bits (targets up to 65,536 tokens: GPT-2's 50k and most trained
+/// vocabularies), else `u32`. The word buffer is the loop's largest array
+/// (8.2M symbols on FLORES-200), and heap entries shrink with it (24 -> 16
+/// bytes): on FLORES-200 to a 50k vocabulary the peak went from ~200 to
+/// ~180 MB (`examples/profile.rs`).
+trait Symbol: Copy + Eq + std::hash::Hash + Send + Sync + 'static {
+    /// `id` must fit (the caller picks the type from the target size).
+    fn from_id(id: u32) -> Self;
+    fn id(self) -> usize;
+}
 
+impl Symbol for u16 {
+    #[inline]
+    fn from_id(id: u32) -> Self {
+        debug_assert!(id <= u16::MAX as u32);
+        id as u16
+    }
+    #[inline]
+    fn id(self) -> usize {
+        self as usize
+    }
+}
+
+impl Symbol for u32 {
+    #[inline]
+    fn from_id(id: u32) -> Self {
+        id
+    }
+    #[inline]
+    fn id(self) -> usize {
+        self as usize
+    }
+}
+
+type Pair<S> = (S, S);
 
 /// The priority queue of pairs: a binary max-heap of `(count, pair)` whose
 /// top is the winner of the tie-break rule above (highest count, then the
@@ -241,25 +275,25 @@ type Pair = (u32, u32);
 /// are 24 bytes and comparisons read the vocabulary only when counts and
 /// left-token prefixes tie. On multilingual text the heap holds over a
 /// million entries; this saved ~50 MB there and a third of the heap's time.
-struct PairHeap {
-    items: Vec<Entry>,
+struct PairHeap<S> {
+    items: Vec<Entry<S>>,
 }
 
-/// A heap entry: a pair, its count when pushed, and the first 8 bytes of its
-/// left token (big-endian, zero-padded). Among equal counts (most late
+/// A heap entry: a pair, its count when pushed, and the first 4 bytes of its
+/// left token (big-endian, zero-padded): 16 bytes with u16 symbols. Among equal counts (most late
 /// comparisons: thousands of pairs have count 2 or 3) the prefix decides
 /// without reading the vocabulary, whose scattered bytes cost cache misses.
 #[derive(Clone, Copy)]
-struct Entry {
+struct Entry<S> {
     count: u64,
-    prefix: u64,
-    pair: Pair,
+    prefix: u32,
+    pair: Pair<S>,
 }
 
-impl PairHeap {
+impl<S: Symbol> PairHeap<S> {
     /// Whether `a` must come out before `b`.
     #[inline]
-    fn before(vocab: &[Arc<[u8]>], a: &Entry, b: &Entry) -> bool {
+    fn before(vocab: &[Arc<[u8]>], a: &Entry<S>, b: &Entry<S>) -> bool {
         if a.count != b.count {
             return a.count > b.count;
         }
@@ -268,12 +302,12 @@ impl PairHeap {
             // padding can make two prefixes equal, never misorder them.
             return a.prefix < b.prefix;
         }
-        let bytes = |e: &Entry| (&vocab[e.pair.0 as usize], &vocab[e.pair.1 as usize]);
+        let bytes = |e: &Entry<S>| (&vocab[e.pair.0.id()], &vocab[e.pair.1.id()]);
         bytes(a) < bytes(b)
     }
 
     /// Empties the heap and pushes every pair counted at least `floor` times.
-    fn rebuild(&mut self, vocab: &[Arc<[u8]>], pairs: &FxHashMap<Pair, PairInfo>, floor: i64) {
+    fn rebuild(&mut self, vocab: &[Arc<[u8]>], pairs: &FxHashMap<Pair<S>, PairInfo>, floor: i64) {
         self.items.clear();
         let n = pairs.values().filter(|info| info.count >= floor).count();
         self.items.shrink_to(n + n / 4);
@@ -285,13 +319,13 @@ impl PairHeap {
         }
     }
 
-    fn push(&mut self, vocab: &[Arc<[u8]>], count: u64, pair: Pair) {
-        let left = &vocab[pair.0 as usize];
-        let mut prefix = [0u8; 8];
-        let n = left.len().min(8);
+    fn push(&mut self, vocab: &[Arc<[u8]>], count: u64, pair: Pair<S>) {
+        let left = &vocab[pair.0.id()];
+        let mut prefix = [0u8; 4];
+        let n = left.len().min(4);
         prefix[..n].copy_from_slice(&left[..n]);
         let mut i = self.items.len();
-        self.items.push(Entry { count, prefix: u64::from_be_bytes(prefix), pair });
+        self.items.push(Entry { count, prefix: u32::from_be_bytes(prefix), pair });
         while i > 0 {
             let parent = (i - 1) / 2;
             if !Self::before(vocab, &self.items[i], &self.items[parent]) {
@@ -302,7 +336,7 @@ impl PairHeap {
         }
     }
 
-    fn pop(&mut self, vocab: &[Arc<[u8]>]) -> Option<(u64, Pair)> {
+    fn pop(&mut self, vocab: &[Arc<[u8]>]) -> Option<(u64, Pair<S>)> {
         if self.items.is_empty() {
             return None;
         }
@@ -330,7 +364,7 @@ impl PairHeap {
 
 /// Replaces every non-overlapping (left to right) occurrence of `pair` in
 /// `word` by `new`, in place; returns the new length (shorter iff it merged).
-fn merge_word(word: &mut [u32], pair: Pair, new: u32, f: i64, delta: &mut FxHashMap<Pair, i64>) -> usize {
+fn merge_word<S: Symbol>(word: &mut [S], pair: Pair<S>, new: S, f: i64, delta: &mut FxHashMap<Pair<S>, i64>) -> usize {
     // In place (the output never overtakes the input), and only the pairs
     // around each occurrence change: with x a b y -> x N y, the pairs (x,a),
     // (a,b), (b,y) lose `f` and (x,N), (N,y) gain it. `x` is read from the
@@ -371,7 +405,7 @@ fn merge_word(word: &mut [u32], pair: Pair, new: u32, f: i64, delta: &mut FxHash
 }
 
 /// The pairs of `word` that hold `new`: after a merge, the only pairs new to it.
-fn new_pairs(word: &[u32], new: u32) -> impl Iterator<Item = Pair> + '_ {
+fn new_pairs<S: Symbol>(word: &[S], new: S) -> impl Iterator<Item = Pair<S>> + '_ {
     word.windows(2).filter(move |p| p[0] == new || p[1] == new).map(|p| (p[0], p[1]))
 }
 
@@ -395,8 +429,8 @@ pub struct Merge {
 /// its words in no useful order, and separate arrays cost a cache miss each
 /// (with the one-core loop, see `learn_merges`, merging 10 MB of English went
 /// from 0.38 to 0.36 s, median of 8, best 0.33 to 0.28 s).
-struct Words {
-    symbols: Vec<u32>,
+struct Words<S> {
+    symbols: Vec<S>,
     meta: Vec<Word>,
 }
 
@@ -407,8 +441,8 @@ struct Word {
     len: u32,
 }
 
-impl Words {
-    fn new(counts: ChunkCounts) -> Result<Words, String> {
+impl<S: Symbol> Words<S> {
+    fn new(counts: ChunkCounts) -> Result<Words<S>, String> {
         // Words of one byte have no pairs and can never change: dropped.
         // Sized exactly first, so the buffers never double while filling.
         let (mut n, mut total) = (0, 0);
@@ -429,13 +463,13 @@ impl Words {
         counts.drain(|bytes, freq| {
             if bytes.len() >= 2 {
                 w.meta.push(Word { start: w.symbols.len() as u32, freq, len: bytes.len() as u32 });
-                w.symbols.extend(bytes.iter().map(|&b| u32::from(b)));
+                w.symbols.extend(bytes.iter().map(|&b| S::from_id(u32::from(b))));
             }
         });
         Ok(w)
     }
 
-    fn word(&self, i: usize) -> &[u32] {
+    fn word(&self, i: usize) -> &[S] {
         let w = self.meta[i];
         &self.symbols[w.start as usize..(w.start + w.len) as usize]
     }
@@ -467,11 +501,11 @@ struct PairInfo {
 
 /// The initial pairs: counts and word lists (see [`PairInfo`]), and the shared
 /// array of their word lists.
-fn initial_pairs(words: &Words) -> Result<(FxHashMap<Pair, PairInfo>, Vec<u32>), String> {
+fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, PairInfo>, Vec<u32>), String> {
     // Pass 1, on all cores: each pair's count and number of occurrences.
     let tallies = (0..words.count())
         .into_par_iter()
-        .fold(FxHashMap::<Pair, (i64, u32)>::default, |mut m, i| {
+        .fold(FxHashMap::<Pair<S>, (i64, u32)>::default, |mut m, i| {
             let f = words.meta[i].freq as i64;
             for p in words.word(i).windows(2) {
                 let e = m.entry((p[0], p[1])).or_insert((0, 0));
@@ -529,9 +563,22 @@ fn initial_pairs(words: &Words) -> Result<(FxHashMap<Pair, PairInfo>, Vec<u32>),
 pub fn learn_merges(
     counts: ChunkCounts,
     target: usize,
+    on_token: impl FnMut(usize) -> Result<(), String>,
+) -> Result<Vec<Merge>, String> {
+    if target <= 1 << 16 {
+        learn::<u16>(counts, target, on_token)
+    } else {
+        learn::<u32>(counts, target, on_token)
+    }
+}
+
+/// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.
+fn learn<S: Symbol>(
+    counts: ChunkCounts,
+    target: usize,
     mut on_token: impl FnMut(usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
-    let mut words = Words::new(counts)?;
+    let mut words = Words::<S>::new(counts)?;
     let (mut pairs, mut initial) = initial_pairs(&words)?;
     let mut initial_live: usize = pairs.values().map(|info| info.n as usize).sum();
 
@@ -549,7 +596,7 @@ pub fn learn_merges(
     heap.rebuild(&vocab, &pairs, floor);
 
     let mut merges = Vec::new();
-    let mut delta: FxHashMap<Pair, i64> = FxHashMap::default();
+    let mut delta: FxHashMap<Pair<S>, i64> = FxHashMap::default();
     let mut affected: Vec<u32> = Vec::new();
     while vocab.len() < target {
         let Some((count, pair)) = heap.pop(&vocab) else {
@@ -570,8 +617,8 @@ pub fn learn_merges(
             continue;
         }
 
-        let mut bytes = vocab[pair.0 as usize].to_vec();
-        bytes.extend_from_slice(&vocab[pair.1 as usize]);
+        let mut bytes = vocab[pair.0.id()].to_vec();
+        bytes.extend_from_slice(&vocab[pair.1.id()]);
         let new = match ids.get(&bytes[..]) {
             Some(&id) => id, // duplicate: same bytes reached by another path
             None => {
@@ -583,7 +630,8 @@ pub fn learn_merges(
                 id
             }
         };
-        merges.push(Merge { left: pair.0, right: pair.1, new });
+        merges.push(Merge { left: pair.0.id() as u32, right: pair.1.id() as u32, new });
+        let new = S::from_id(new);
 
         // The pair disappears: every occurrence is merged. Its entry goes
         // now; the deltas below bring its count to zero and do not revive it.
@@ -593,12 +641,14 @@ pub fn learn_merges(
         affected.extend_from_slice(&info.more);
         initial_live -= info.n as usize;
 
-        // `clear()` wipes the map's whole capacity: after the first merges
-        // (hundreds of thousands of entries) that memset cost more than all
-        // the later merges' real work. So a large map is replaced, sized for
-        // the ~4 pairs an occurrence changes, and a small one reused.
-        if delta.capacity() > 1024 || 4 * affected.len() > delta.capacity() {
-            delta = FxHashMap::with_capacity_and_hasher(4 * affected.len(), Default::default());
+        // `clear()` wipes the map's whole capacity, so a map that grew large
+        // is replaced and a small one reused. It is not sized from the number
+        // of occurrences: the pairs they change are mostly the same few
+        // hundred (on FLORES-200, 66k words gave 311 distinct pairs), and
+        // sizing for ~4 per occurrence put 8-30 MB of empty table into the
+        // peak during the first merges.
+        if delta.capacity() > 4096 {
+            delta = FxHashMap::default();
         } else {
             delta.clear();
         }
@@ -651,6 +701,18 @@ pub fn learn_merges(
                 live.extend_from_slice(&initial[from..from + info.n as usize]);
             }
             initial = live;
+            // Merging makes new pairs (on FLORES-200: 12k byte pairs at the
+            // start, 850k after 50k merges, from 734k words), and each time
+            // the map outgrows its table it holds the old and the doubled
+            // table at once. That moment was the peak of the whole training
+            // on FLORES-200 (24 MB above the steady state, at merge ~7500).
+            // So the map grows once, here, to about the size it reaches at a
+            // 50k vocabulary (0.9-1.2 pairs per word on the benchmark's
+            // corpora): not at the start, where the initial lists, largest
+            // then, would add to it; after their first compaction.
+            if pairs.capacity() < words.count() {
+                pairs.reserve(words.count() - pairs.len());
+            }
         }
     }
     Ok(merges)
@@ -711,6 +773,31 @@ mod tests {
     fn stops_when_the_corpus_is_exhausted() {
         let merges = learn_merges(counts_of(&[("ab", 5)]), 1000, |_| Ok(())).unwrap();
         assert_eq!(merges.len(), 1);
+    }
+
+    #[test]
+    fn u16_and_u32_symbols_learn_the_same_merges() {
+        // Varied text (multi-byte letters, digits, punctuation), so that
+        // thousands of merges happen and ties are broken by bytes.
+        const WORDS: &[&str] = &["the", "a", "é", "日本", "ж", "1", "42", "x", "'s", "!", "\n", "qu", "ü", "🙂"];
+        let mut seed = 0x9e3779b97f4a7c15u64;
+        let mut text = String::new();
+        for _ in 0..60_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let n = 1 + (seed % 4) as usize;
+            for k in 0..n {
+                text.push_str(WORDS[((seed >> (8 * k + 8)) % WORDS.len() as u64) as usize]);
+            }
+            text.push(' ');
+        }
+        let s = Splitter::new(GPT4_PATTERN).unwrap();
+        let counts = count_documents(&s, &[&text], false).unwrap();
+        let narrow = learn::<u16>(counts.clone(), 3000, |_| Ok(())).unwrap();
+        let wide = learn::<u32>(counts, 3000, |_| Ok(())).unwrap();
+        assert!(narrow.len() > 1000, "{}", narrow.len());
+        assert_eq!(narrow, wide);
     }
 
     #[test]
