@@ -488,12 +488,24 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
     for enc in have:
         enc_results[enc] = {}
         runs: dict[str, list[dict]] = {}
+        jobs: dict[str, tuple[dict, dict]] = {}  # tool -> (job, extra environment), the same each round
         for t in tools:
             if t == "hf" and enc not in HF_ENCODINGS:
                 continue
             if not installed(t):
                 enc_results[enc][t] = {"status": "not installed"}
                 continue
+            job = {
+                "kind": "encode", "tool": t, "encoding": enc, "repeats": 1, "threads": args.threads,
+                "corpora": [[n, str(p)] for n, p in (corpora[:1] if FIRST_CORPUS_ONLY & {t, enc} else corpora)],
+                "batch_corpus": first, "decode_corpus": first, "short_corpus": first,
+            }
+            env = {"TIKTOKEN_CACHE_DIR": cache}
+            if t in ("riptoken", "hf"):
+                # Their batch calls take no thread count: they use rayon's
+                # global pool, sized by this variable.
+                env["RAYON_NUM_THREADS"] = str(args.threads)
+            jobs[t] = (job, env)
             runs[t] = []
         # Tools take turns, one timed run per child, rather than each tool's
         # runs back to back: this machine's speed changes from one minute to
@@ -504,17 +516,8 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
             for t, done in runs.items():
                 if done and done[-1].get("status") != "ok":
                     continue  # it failed: once is enough
-                job = {
-                    "kind": "encode", "tool": t, "encoding": enc, "repeats": 1, "threads": args.threads,
-                    "corpora": [[n, str(p)] for n, p in (corpora[:1] if FIRST_CORPUS_ONLY & {t, enc} else corpora)],
-                    "batch_corpus": first, "decode_corpus": first, "short_corpus": first,
-                }
-                env = {"TIKTOKEN_CACHE_DIR": cache}
-                if t in ("riptoken", "hf"):
-                    # Their batch calls take no thread count: they use rayon's
-                    # global pool, sized by this variable.
-                    env["RAYON_NUM_THREADS"] = str(args.threads)
                 t0 = time.perf_counter()
+                job, env = jobs[t]
                 r = run_job(job, args.timeout, env)
                 done.append(r)
                 if r.get("status") == "ok":

@@ -391,8 +391,8 @@ impl CoreBPE {
         // write to one of the shared ints), time in which the other threads
         // sat idle, and two threads ran only ~1.5x one. Here that work
         // overlaps the encoding.
-        let total: usize = texts.iter().map(String::len).sum();
         let sizes: Vec<usize> = texts.iter().map(String::len).collect();
+        let total: usize = sizes.iter().sum();
         // Each run is encoded by one thread with one memo of merged chunks
         // (documents encoded one by one, each with its own memo, went at half
         // the speed of one whole text). Runs of at most 1 MB, so the last

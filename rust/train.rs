@@ -272,7 +272,7 @@ type Pair<S> = (S, S);
 /// tie-break needs the token bytes: with std's heap, `Ord` sees only the
 /// entries, so each entry had to carry its own references to both tokens'
 /// bytes (48 bytes and two reference-count updates per push). Here entries
-/// are 24 bytes and comparisons read the vocabulary only when counts and
+/// are 16 bytes (24 with u32 symbols) and comparisons read the vocabulary only when counts and
 /// left-token prefixes tie. On multilingual text the heap holds over a
 /// million entries; this saved ~50 MB there and a third of the heap's time.
 struct PairHeap<S> {
@@ -280,9 +280,10 @@ struct PairHeap<S> {
 }
 
 /// A heap entry: a pair, its count when pushed, and the first 4 bytes of its
-/// left token (big-endian, zero-padded): 16 bytes with u16 symbols. Among equal counts (most late
+/// left token (big-endian, zero-padded). Among equal counts (most late
 /// comparisons: thousands of pairs have count 2 or 3) the prefix decides
 /// without reading the vocabulary, whose scattered bytes cost cache misses.
+/// (An 8-byte prefix would make u16 entries 24 bytes instead of 16.)
 #[derive(Clone, Copy)]
 struct Entry<S> {
     count: u64,
