@@ -485,24 +485,143 @@ impl<S: Symbol> Words<S> {
 /// skipped when the pair is merged): removing entries would cost more than
 /// skipping them.
 ///
-/// The pairs of the initial words (byte pairs) have their word lists in one
-/// shared array (`initial[first..first + n]`), written once, exactly sized:
-/// they hold most list entries (7.5 million on FLORES-200), and a growable
-/// list per pair cost up to twice their size in spare capacity. Pairs made by
-/// merges hold a new token, so they are never initial pairs: their lists grow
-/// in `more` (most occur in a few words: up to four are kept inline, in the
-/// 16 bytes the list's pointer and length take once it spills to the heap).
+/// 24 bytes, so a map bucket (pair and info) is 32. The map holds up to a
+/// million pairs on FLORES-200, and its buckets are the largest single item of
+/// memory there: a count, an offset and a length and a `SmallVec` of four
+/// inline words took 40 bytes (48 a bucket). Most lists are short (at the end
+/// of FLORES-200: 505k pairs occur in one word, 128k in two, 61k in three,
+/// 150k in more), so up to three word ids live in the record itself, and
+/// longer lists in the shared [`Lists`] arena.
 #[derive(Default)]
 struct PairInfo {
     count: i64,
-    first: u32,
-    n: u32,
-    more: smallvec::SmallVec<[u32; 4]>,
+    /// The number of words in the list, with [`IN_ARENA`] set when the list
+    /// is in the arena.
+    len: u32,
+    /// Inline: the word ids. In the arena: offset and capacity.
+    slots: [u32; INLINE],
 }
 
-/// The initial pairs: counts and word lists (see [`PairInfo`]), and the shared
-/// array of their word lists.
-fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, PairInfo>, Vec<u32>), String> {
+const INLINE: usize = 3;
+const IN_ARENA: u32 = 1 << 31;
+
+impl PairInfo {
+    fn len(&self) -> usize {
+        (self.len & !IN_ARENA) as usize
+    }
+
+    fn words<'a>(&'a self, lists: &'a Lists) -> &'a [u32] {
+        if self.len & IN_ARENA == 0 {
+            &self.slots[..self.len()]
+        } else {
+            let at = self.slots[0] as usize;
+            &lists.arena[at..at + self.len()]
+        }
+    }
+}
+
+/// The word lists longer than [`INLINE`], one after another in one array.
+///
+/// Why one array and not a heap vector per list: the lists of the initial
+/// (byte) pairs are most list entries (7.5 million on FLORES-200) and are
+/// written once, exactly sized, in one pass; and the lists that grow during
+/// merging, each in a heap block of its own, left the allocator's pages
+/// partly used as they grew and died (RSS 20-40 MB above the live bytes on
+/// FLORES-200). Here a list that outgrows its space moves to the end with
+/// twice the capacity, and its old space is dead until [`Lists::compact`]
+/// slides the live lists down over it, in place: a copy into a new array
+/// would hold both at once, and the first merges, which take the longest
+/// byte-pair lists with them, would pay for the whole array twice.
+struct Lists {
+    arena: Vec<u32>,
+    dead: usize,
+    longest: usize,
+}
+
+impl Lists {
+    /// Adds `word` to `info`'s list.
+    fn push(&mut self, info: &mut PairInfo, word: u32) -> Result<(), String> {
+        let len = info.len();
+        if info.len & IN_ARENA == 0 {
+            if len < INLINE {
+                info.slots[len] = word;
+                info.len += 1;
+                return Ok(());
+            }
+            // Full inline list: it moves to the arena.
+            let at = self.grow_from(len, |arena| arena.extend_from_slice(&info.slots))?;
+            info.slots = [at, 2 * len as u32, 0];
+            info.len |= IN_ARENA;
+        } else if len == info.slots[1] as usize {
+            let (from, cap) = (info.slots[0] as usize, info.slots[1] as usize);
+            let at = self.grow_from(len, |arena| arena.extend_from_within(from..from + len))?;
+            self.dead += cap;
+            info.slots = [at, 2 * len as u32, 0];
+        }
+        self.arena[info.slots[0] as usize + len] = word;
+        info.len += 1;
+        Ok(())
+    }
+
+    /// Appends a list of `len` words (copied by `copy`) with room for as many
+    /// again; returns its offset.
+    fn grow_from(&mut self, len: usize, copy: impl FnOnce(&mut Vec<u32>)) -> Result<u32, String> {
+        let at = self.arena.len();
+        if at + 2 * len > u32::MAX as usize {
+            return Err("too many pair occurrences to train on (over 4G): train on a sample of the corpus".into());
+        }
+        if at + 2 * len > self.arena.capacity() {
+            // By a half, not by Vec's doubling: this is the largest array,
+            // and a quarter of it at most is dead (see `compact`).
+            self.arena.reserve_exact((2 * len).max(at / 2));
+        }
+        copy(&mut self.arena);
+        self.arena.resize(at + 2 * len, 0);
+        Ok(at as u32)
+    }
+
+    /// Marks `info`'s list (if in the arena) as dead.
+    fn free(&mut self, info: &PairInfo) {
+        if info.len & IN_ARENA != 0 {
+            self.dead += info.slots[1] as usize;
+        }
+    }
+
+    /// Slides the live lists down over the dead space, in place, when an
+    /// eighth of the array is dead and the array is as long as it has ever
+    /// been.
+    ///
+    /// Why then: space once written stays resident (the array keeps its
+    /// capacity), so sliding while the array is shorter than its longest saves
+    /// no memory, and each slide reads the whole pair map. Sliding whenever an
+    /// eighth was dead cost 35% more merge time on FLORES-200 (4.5 -> 6.0 s):
+    /// late merges kill a few lists each, often. Giving the space back after a
+    /// slide would need a copy into a smaller array, and that copy, made when
+    /// the pair map is full-size, raised the peak instead (128 -> 155 MB).
+    fn compact<S: Symbol>(&mut self, pairs: &mut FxHashMap<Pair<S>, PairInfo>) {
+        let len = self.arena.len();
+        self.longest = self.longest.max(len);
+        if len > 1 << 16 && 8 * self.dead > len && len == self.longest {
+            // In the order of their offsets, each list moves down to where
+            // the one before it ends, sized exactly (the next push moves it
+            // to the end with twice the room).
+            let mut live: Vec<&mut PairInfo> = pairs.values_mut().filter(|i| i.len & IN_ARENA != 0).collect();
+            live.sort_unstable_by_key(|info| info.slots[0]);
+            let mut to = 0;
+            for info in live {
+                let (from, len) = (info.slots[0] as usize, info.len());
+                self.arena.copy_within(from..from + len, to);
+                info.slots = [to as u32, len as u32, 0];
+                to += len;
+            }
+            self.arena.truncate(to);
+            self.dead = 0;
+        }
+    }
+}
+
+/// The initial pairs (byte pairs): their counts and word lists.
+fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, PairInfo>, Lists), String> {
     // Pass 1, on all cores: each pair's count and number of occurrences.
     let tallies = (0..words.count())
         .into_par_iter()
@@ -526,28 +645,35 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
             }
             a
         });
-    // Lay the lists out one after another...
+    // Lists of more than `INLINE` occurrences get their space in the arena,
+    // one after another, sized by occurrences (an upper bound on words)...
     let mut pairs = FxHashMap::with_capacity_and_hasher(tallies.len(), Default::default());
     let mut next: usize = 0;
     for (p, (count, n)) in tallies {
-        let first = u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4G pairs)")?;
-        pairs.insert(p, PairInfo { count, first, n: 0, more: Default::default() });
-        next += n as usize;
+        let mut info = PairInfo { count, ..Default::default() };
+        if n as usize > INLINE {
+            info.len = IN_ARENA;
+            info.slots = [next as u32, n, 0];
+            next += n as usize;
+            u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4G pairs)")?;
+        }
+        pairs.insert(p, info);
     }
-    // ...and fill them (pass 2, in word order, so each list is sorted and a
-    // word with the pair twice is named once).
-    let mut initial = vec![0u32; next];
+    // ...and are filled in pass 2, in word order, so each list is sorted and
+    // a word with the pair twice is named once. The spare quarter is for the
+    // lists of the first merges; it costs address space, not memory, until
+    // they write it.
+    let mut lists = Lists { arena: Vec::with_capacity(next + next / 4), dead: 0, longest: 0 };
+    lists.arena.resize(next, 0);
     for i in 0..words.count() {
         for p in words.word(i).windows(2) {
             let info = pairs.get_mut(&(p[0], p[1])).expect("counted in pass 1");
-            let end = (info.first + info.n) as usize;
-            if info.n == 0 || initial[end - 1] != i as u32 {
-                initial[end] = i as u32;
-                info.n += 1;
+            if info.words(&lists).last() != Some(&(i as u32)) {
+                lists.push(info, i as u32)?;
             }
         }
     }
-    Ok((pairs, initial))
+    Ok((pairs, lists))
 }
 
 /// Learns merges until the vocabulary holds `target` ordinary tokens (256
@@ -580,8 +706,7 @@ fn learn<S: Symbol>(
     mut on_token: impl FnMut(usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
     let mut words = Words::<S>::new(counts)?;
-    let (mut pairs, mut initial) = initial_pairs(&words)?;
-    let mut initial_live: usize = pairs.values().map(|info| info.n as usize).sum();
+    let (mut pairs, mut lists) = initial_pairs(&words)?;
 
     let mut vocab: Vec<Arc<[u8]>> = (0..=255u8).map(|b| Arc::from(&[b][..])).collect();
     let mut ids: FxHashMap<Arc<[u8]>, u32> =
@@ -638,9 +763,8 @@ fn learn<S: Symbol>(
         // now; the deltas below bring its count to zero and do not revive it.
         let info = pairs.remove(&pair).expect("popped pairs are present");
         affected.clear();
-        affected.extend_from_slice(&initial[info.first as usize..(info.first + info.n) as usize]);
-        affected.extend_from_slice(&info.more);
-        initial_live -= info.n as usize;
+        affected.extend_from_slice(info.words(&lists));
+        lists.free(&info);
 
         // `clear()` wipes the map's whole capacity, so a map that grew large
         // is replaced and a small one reused. It is not sized from the number
@@ -665,7 +789,7 @@ fn learn<S: Symbol>(
             if m < n {
                 w.len = m as u32;
                 for p in new_pairs(&word[..m], new) {
-                    pairs.entry(p).or_default().more.push(wi);
+                    lists.push(pairs.entry(p).or_default(), wi)?;
                 }
             }
         }
@@ -679,7 +803,7 @@ fn learn<S: Symbol>(
             if c <= 0 {
                 // Gone from every word: its (all stale) word list goes too.
                 let gone = pairs.remove(&p).expect("present");
-                initial_live -= gone.n as usize;
+                lists.free(&gone);
             } else if d > 0 && c >= floor {
                 // A count that grew needs a fresh entry; one that shrank keeps
                 // its (now too high) entry, which is fixed when popped.
@@ -691,29 +815,19 @@ fn learn<S: Symbol>(
         if heap.items.len() > 2 * pairs.len() + 4096 {
             heap.rebuild(&vocab, &pairs, floor);
         }
-        // The first merges take the longest initial lists with them (on
-        // FLORES-200, 70% of the array is dead after 1000 merges): when half
-        // is dead, copy the live lists into a new array.
-        if initial.len() > 1 << 16 && 2 * initial_live < initial.len() {
-            let mut live = Vec::with_capacity(initial_live);
-            for info in pairs.values_mut().filter(|info| info.n > 0) {
-                let from = info.first as usize;
-                info.first = live.len() as u32;
-                live.extend_from_slice(&initial[from..from + info.n as usize]);
-            }
-            initial = live;
+        lists.compact(&mut pairs);
+        if pairs.capacity() < words.count() && 8 * pairs.len() > words.count() {
             // Merging makes new pairs (on FLORES-200: 12k byte pairs at the
             // start, 850k after 50k merges, from 734k words), and each time
             // the map outgrows its table it holds the old and the doubled
             // table at once. That moment was the peak of the whole training
             // on FLORES-200 (24 MB above the steady state, at merge ~7500).
-            // So the map grows once, here, to about the size it reaches at a
-            // 50k vocabulary (0.9-1.2 pairs per word on the benchmark's
-            // corpora): not at the start, where the initial lists, largest
-            // then, would add to it; after their first compaction.
-            if pairs.capacity() < words.count() {
-                pairs.reserve(words.count() - pairs.len());
-            }
+            // So the map grows once, to about the size it reaches at a 50k
+            // vocabulary (0.9-1.2 pairs per word on the benchmark's corpora),
+            // when it holds an eighth of that: early enough that the old
+            // table is small, late enough that the byte-pair lists (largest
+            // at the start) have begun to die.
+            pairs.reserve(words.count() - pairs.len());
         }
     }
     Ok(merges)
@@ -799,6 +913,49 @@ mod tests {
         let wide = learn::<u32>(counts, 3000, |_| Ok(())).unwrap();
         assert!(narrow.len() > 1000, "{}", narrow.len());
         assert_eq!(narrow, wide);
+    }
+
+    #[test]
+    fn word_lists_survive_growth_death_and_sliding() {
+        // Lists of every length (inline, moved to the arena, grown there),
+        // some freed, checked against plain vectors after every slide.
+        let mut pairs: FxHashMap<Pair<u16>, PairInfo> = FxHashMap::default();
+        let mut model: FxHashMap<Pair<u16>, Vec<u32>> = FxHashMap::default();
+        let mut lists = Lists { arena: Vec::new(), dead: 0, longest: 0 };
+        let mut seed = 0x2545f4914f6cdd1du64;
+        let mut slides = 0;
+        for round in 0..400u32 {
+            for _ in 0..2000 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                // Skewed keys: a few long lists, many short ones.
+                let k = ((seed % 1000) * (seed >> 32) % 1000 / 7) as u16;
+                let key = (k, round as u16 % 3);
+                lists.push(pairs.entry(key).or_default(), round).unwrap();
+                model.entry(key).or_default().push(round);
+            }
+            // Every third round, a third of the pairs die.
+            if round % 3 == 2 {
+                let doomed: Vec<_> = pairs.keys().copied().filter(|p| (p.0 as u32 + round) % 3 == 0).collect();
+                for p in doomed {
+                    lists.free(&pairs.remove(&p).unwrap());
+                    model.remove(&p);
+                }
+            }
+            let dead = lists.dead;
+            lists.compact(&mut pairs);
+            if lists.dead < dead {
+                slides += 1;
+                let in_arena: usize = pairs.values().filter(|i| i.len & IN_ARENA != 0).map(PairInfo::len).sum();
+                assert_eq!((lists.dead, lists.arena.len()), (0, in_arena));
+            }
+            assert_eq!(pairs.len(), model.len());
+            for (p, words) in &model {
+                assert_eq!(pairs[p].words(&lists), &words[..], "{p:?} after round {round}");
+            }
+        }
+        assert!(slides > 3, "{slides} slides: the test no longer exercises sliding");
     }
 
     #[test]
