@@ -410,6 +410,18 @@ fn new_pairs<S: Symbol>(word: &[S], new: S) -> impl Iterator<Item = Pair<S>> + '
     word.windows(2).filter(move |p| p[0] == new || p[1] == new).map(|p| (p[0], p[1]))
 }
 
+/// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64).
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and `x` is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 /// One learned merge: `left` and `right` become `new`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Merge {
@@ -780,7 +792,19 @@ fn learn<S: Symbol>(
         // A list may name a word twice (via a new pair made twice) or a
         // word that no longer holds the pair: `merge_word` then finds
         // nothing, which is cheaper than deduplicating the list.
-        for &wi in &affected {
+        for (k, &wi) in affected.iter().enumerate() {
+            // The words of a merge lie anywhere in memory, and waiting for
+            // each one's record, then its symbols, was most of the loop on
+            // large corpora: so the record of the word 8 ahead and the
+            // symbols of the word 4 ahead are fetched early (merge loop on
+            // FLORES-200 3.4 -> 2.1 s, on 100 MB of English 0.80 -> 0.57 s,
+            // in-process A/B; 16/8 ahead measured the same).
+            if let Some(&ahead) = affected.get(k + 8) {
+                prefetch(&words.meta[ahead as usize]);
+            }
+            if let Some(&soon) = affected.get(k + 4) {
+                prefetch(&words.symbols[words.meta[soon as usize].start as usize]);
+            }
             let i = wi as usize;
             let w = &mut words.meta[i];
             let n = w.len as usize;
