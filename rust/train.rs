@@ -522,12 +522,16 @@ impl PairInfo {
         (self.len & !IN_ARENA) as usize
     }
 
+    fn in_arena(&self) -> bool {
+        self.len & IN_ARENA != 0
+    }
+
     fn words<'a>(&'a self, lists: &'a Lists) -> &'a [u32] {
-        if self.len & IN_ARENA == 0 {
-            &self.slots[..self.len()]
-        } else {
+        if self.in_arena() {
             let at = self.slots[0] as usize;
             &lists.arena[at..at + self.len()]
+        } else {
+            &self.slots[..self.len()]
         }
     }
 }
@@ -554,7 +558,7 @@ impl Lists {
     /// Adds `word` to `info`'s list.
     fn push(&mut self, info: &mut PairInfo, word: u32) -> Result<(), String> {
         let len = info.len();
-        if info.len & IN_ARENA == 0 {
+        if !info.in_arena() {
             if len < INLINE {
                 info.slots[len] = word;
                 info.len += 1;
@@ -584,7 +588,8 @@ impl Lists {
         }
         if at + 2 * len > self.arena.capacity() {
             // By a half, not by Vec's doubling: this is the largest array,
-            // and a quarter of it at most is dead (see `compact`).
+            // and an eighth of it at most is dead when it is at its longest
+            // (see `compact`).
             self.arena.reserve_exact((2 * len).max(at / 2));
         }
         copy(&mut self.arena);
@@ -594,7 +599,7 @@ impl Lists {
 
     /// Marks `info`'s list (if in the arena) as dead.
     fn free(&mut self, info: &PairInfo) {
-        if info.len & IN_ARENA != 0 {
+        if info.in_arena() {
             self.dead += info.slots[1] as usize;
         }
     }
@@ -617,7 +622,7 @@ impl Lists {
             // In the order of their offsets, each list moves down to where
             // the one before it ends, sized exactly (the next push moves it
             // to the end with twice the room).
-            let mut live: Vec<&mut PairInfo> = pairs.values_mut().filter(|i| i.len & IN_ARENA != 0).collect();
+            let mut live: Vec<&mut PairInfo> = pairs.values_mut().filter(|i| i.in_arena()).collect();
             live.sort_unstable_by_key(|info| info.slots[0]);
             let mut to = 0;
             for info in live {
@@ -862,6 +867,14 @@ mod tests {
     use super::*;
     use crate::pretokenize::GPT4_PATTERN;
 
+    /// xorshift64: reproducible pseudo-random numbers for the tests below.
+    fn next_random(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
     fn counts_of(words: &[(&str, u64)]) -> ChunkCounts {
         words.iter().map(|(w, n)| (w.as_bytes().to_vec(), *n)).collect()
     }
@@ -922,9 +935,7 @@ mod tests {
         let mut seed = 0x9e3779b97f4a7c15u64;
         let mut text = String::new();
         for _ in 0..60_000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+            next_random(&mut seed);
             let n = 1 + (seed % 4) as usize;
             for k in 0..n {
                 text.push_str(WORDS[((seed >> (8 * k + 8)) % WORDS.len() as u64) as usize]);
@@ -950,9 +961,7 @@ mod tests {
         let mut slides = 0;
         for round in 0..400u32 {
             for _ in 0..2000 {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
+                next_random(&mut seed);
                 // Skewed keys: a few long lists, many short ones.
                 let k = ((seed % 1000) * (seed >> 32) % 1000 / 7) as u16;
                 let key = (k, round as u16 % 3);
@@ -971,7 +980,7 @@ mod tests {
             lists.compact(&mut pairs);
             if lists.dead < dead {
                 slides += 1;
-                let in_arena: usize = pairs.values().filter(|i| i.len & IN_ARENA != 0).map(PairInfo::len).sum();
+                let in_arena: usize = pairs.values().filter(|i| i.in_arena()).map(PairInfo::len).sum();
                 assert_eq!((lists.dead, lists.arena.len()), (0, in_arena));
             }
             assert_eq!(pairs.len(), model.len());
