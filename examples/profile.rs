@@ -85,6 +85,81 @@ fn main() {
                 std::hint::black_box(ids);
             }
             let (l, e) = (median(t_lex), median(t_enc));
+            // THREADS=1: also time the text's two halves lexed, then encoded,
+            // on two threads at once, to see how each part scales on 2 cores.
+            if std::env::var("THREADS").is_ok() {
+                let mut cut = text.len() / 2;
+                while !text.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                let halves = [&text[..cut], &text[cut..]];
+                let (mut t2_lex, mut t2_enc) = (vec![], vec![]);
+                for _ in 0..reps {
+                    let t = Instant::now();
+                    std::thread::scope(|s| {
+                        for h in halves {
+                            let split = &split;
+                            s.spawn(move || split.for_each_chunk(h, |c| { std::hint::black_box(c); }).unwrap());
+                        }
+                    });
+                    t2_lex.push(t.elapsed().as_secs_f64());
+                    let t = Instant::now();
+                    std::thread::scope(|s| {
+                        for h in halves {
+                            let enc = &enc;
+                            s.spawn(move || std::hint::black_box(enc.encode_ordinary(h).unwrap()));
+                        }
+                    });
+                    t2_enc.push(t.elapsed().as_secs_f64());
+                }
+                let (l2, e2) = (median(t2_lex), median(t2_enc));
+                println!("two threads: lex {:.2}x  encode {:.2}x", l / l2, e / e2);
+            }
+            // BATCH=1: encode_batch's Rust part alone: 1000 documents in
+            // runs of at most 1 MB, each run on one thread with its own memo.
+            if std::env::var("BATCH").is_ok() {
+                use rayon::prelude::*;
+                let mut docs = vec![];
+                let mut rest = text.as_str();
+                while !rest.is_empty() {
+                    let mut cut = (text.len() / 1000).min(rest.len());
+                    while !rest.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    let (d, r) = rest.split_at(cut);
+                    docs.push(d);
+                    rest = r;
+                }
+                let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
+                let none = rustc_hash::FxHashSet::default();
+                for threads in [1, 2] {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                    let run_bytes = (text.len() / (4 * threads)).clamp(1, 1 << 20);
+                    let runs = bpe::pieces::groups(&sizes, run_bytes);
+                    let mut ts = vec![];
+                    for _ in 0..reps {
+                        let t = Instant::now();
+                        let out: Vec<Vec<Vec<Rank>>> = pool.install(|| {
+                            runs.par_iter()
+                                .map(|r| {
+                                    let mut memo = bpe::encode::Memo::default();
+                                    docs[r.clone()]
+                                        .iter()
+                                        .map(|d| {
+                                            let mut ids = Vec::with_capacity(d.len() / 4);
+                                            enc.encode_into(d, &none, &mut memo, &mut ids).unwrap();
+                                            ids
+                                        })
+                                        .collect()
+                                })
+                                .collect()
+                        });
+                        ts.push(t.elapsed().as_secs_f64());
+                        std::hint::black_box(out);
+                    }
+                    println!("batch {threads} thread(s): {:.1} MB/s", mb / median(ts));
+                }
+            }
             // STATS=1: how many chunks are not one token (they need merging).
             if std::env::var("STATS").is_ok() {
                 let (mut multi, mut multi_bytes, mut multi_ids) = (0usize, 0usize, 0usize);
