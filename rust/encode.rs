@@ -397,6 +397,24 @@ impl Encoder {
         Ok(())
     }
 
+    /// Encodes each of `texts` (one list of ids each) with one memo for all
+    /// of them: `encode_batch`'s work for a run of neighbouring documents.
+    pub fn encode_each<'t>(
+        &self,
+        texts: &[&'t str],
+        allowed: &FxHashSet<String>,
+        memo: &mut Memo<'t>,
+    ) -> Result<Vec<Vec<Rank>>, String> {
+        texts
+            .iter()
+            .map(|t| {
+                let mut ids = Vec::with_capacity(t.len() / 4);
+                self.encode_into(t, allowed, memo, &mut ids)?;
+                Ok(ids)
+            })
+            .collect()
+    }
+
     /// The leftmost special token in `text` (any of them), if any.
     pub fn find_any_special<'t>(&self, text: &'t str) -> Option<&'t str> {
         self.special_regex.as_ref()?.find(text).map(|m| m.as_str())

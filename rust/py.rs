@@ -288,25 +288,6 @@ impl CoreBPE {
     }
 }
 
-impl CoreBPE {
-    /// Encodes each of `texts`, with one memo for all of them.
-    fn encode_texts<'t>(
-        &self,
-        texts: &[&'t str],
-        allowed: &FxHashSet<String>,
-        memo: &mut Memo<'t>,
-    ) -> PyResult<Vec<Vec<Rank>>> {
-        texts
-            .iter()
-            .map(|t| {
-                let mut ids = Vec::with_capacity(t.len() / 4);
-                guard(|| self.enc.encode_into(t, allowed, memo, &mut ids))?;
-                Ok(ids)
-            })
-            .collect()
-    }
-}
-
 /// Texts shorter than this are encoded without releasing the GIL.
 const GIL_RELEASE_BYTES: usize = 4096;
 
@@ -443,7 +424,7 @@ impl CoreBPE {
         // (`&mut _`, not `&mut Memo<'_>`: a written lifetime would make the
         // closure accept memos of any lifetime, which the borrowed texts
         // cannot outlive.)
-        let encode_run = move |k: usize, memo: &mut _| self.encode_texts(&texts[runs[k].clone()], allowed, memo);
+        let encode_run = move |k: usize, memo: &mut _| guard(|| self.enc.encode_each(&texts[runs[k].clone()], allowed, memo));
         let lists = py.allow_threads(|| -> PyResult<Vec<Py<PyList>>> {
             let (tx, rx) = std::sync::mpsc::channel();
             let mut done: Vec<Vec<Py<PyList>>> = runs.iter().map(|_| Vec::new()).collect();
