@@ -46,7 +46,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    bpe::return_freed_memory_at_once(); // as the Python module does
+    let _free = bpe::ReturnFreedMemory::new(); // as the Python module does while training
     let args: Vec<String> = std::env::args().collect();
     match args[1].as_str() {
         "encode" => {

@@ -1,7 +1,9 @@
 """Encoding and decoding: round trips, special tokens, long pieces, errors."""
 
+import gc
 import threading
 import time
+import weakref
 
 import pytest
 from hypothesis import given, strategies as st
@@ -149,6 +151,25 @@ def test_encode_batch(tok):
     with pytest.raises(TypeError, match="list of str"):
         tok.encode_batch("one text")
 
+
+
+def test_encode_batch_lists_are_ordinary_collectable_lists(tok):
+    # encode_batch hides its lists from the cyclic GC while it builds them and
+    # tracks them again before returning them; one it forgot would never be
+    # collected once the user put it in a cycle.
+    class Marker:
+        pass
+
+    texts = [p.read_text()[:20_000] for p in CORPUS_FILES] * 40
+    for threads in (1, 2):
+        lists = tok.encode_batch(texts, num_threads=threads)
+        assert len(lists) == len(texts) and all(gc.is_tracked(ids) for ids in lists)
+        marker = Marker()
+        alive = weakref.ref(marker)
+        lists[-1].extend([lists[-1], marker])  # a cycle only the collector can free
+        del lists, marker
+        gc.collect()
+        assert alive() is None
 
 def test_threads_share_one_tokenizer(tok):
     texts = [p.read_text()[:30_000] for p in CORPUS_FILES]
