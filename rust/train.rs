@@ -310,10 +310,10 @@ impl<S: Symbol> PairHeap<S> {
     /// Empties the heap and pushes every pair counted at least `floor` times.
     fn rebuild(&mut self, vocab: &[Arc<[u8]>], pairs: &FxHashMap<Pair<S>, PairInfo>, floor: i64) {
         self.items.clear();
-        self.items.reserve(pairs.values().filter(|info| info.count >= floor).count());
+        self.items.reserve(pairs.values().filter(|info| info.count() >= floor).count());
         for (&p, info) in pairs {
-            if info.count >= floor {
-                self.items.push(Entry { count: info.count as u64, prefix: prefix(vocab, p), pair: p });
+            if info.count() >= floor {
+                self.items.push(Entry { count: info.count() as u64, prefix: prefix(vocab, p), pair: p });
             }
         }
         // Floyd's heap construction: O(n) where pushing each would be O(n log n).
@@ -508,16 +508,24 @@ impl<S: Symbol> Words<S> {
 /// skipped when the pair is merged): removing entries would cost more than
 /// skipping them.
 ///
-/// 24 bytes, so a map bucket (pair and info) is 32. The map holds up to a
-/// million pairs on FLORES-200, and its buckets are the largest single item of
-/// memory there: a count, an offset and a length and a `SmallVec` of four
-/// inline words took 40 bytes (48 a bucket). Most lists are short (at the end
-/// of FLORES-200: 505k pairs occur in one word, 128k in two, 61k in three,
-/// 150k in more), so up to three word ids live in the record itself, and
-/// longer lists in the shared [`Lists`] arena.
+/// 20 bytes, aligned to 4, so a map bucket (pair and info) is 24 with `u16`
+/// symbols. The map holds over a million pairs on large multilingual corpora,
+/// and its buckets are the largest single item of memory there. Most lists
+/// are short (at the end of FLORES-200: 505k pairs occur in one word, 128k in
+/// two, 61k in three, 150k in more), so up to two word ids live in the record
+/// itself, and longer lists in the shared [`Lists`] arena.
+///
+/// History: a count, an offset, a length and a `SmallVec` of four inline
+/// words took 40 bytes (48 a bucket). An `i64` count and three inline words
+/// took 24 (32 a bucket: the `i64` aligned the record to 8, so the 4-byte pair
+/// padded the bucket). With this layout, lists of three words go to the
+/// arena, and the peak of training to 50k tokens (`examples/profile`) went
+/// 214 -> 197 MB on 1 GB of mixed text (2M buckets), 124 -> 115 MB on
+/// FLORES-200 and 49 -> 45 MB on 100 MB of English.
 #[derive(Default)]
 struct PairInfo {
-    count: i64,
+    /// The count over all words, as (low, high) halves of an `i64`: see above.
+    count: [u32; 2],
     /// The number of words in the list, with [`IN_ARENA`] set when the list
     /// is in the arena.
     len: u32,
@@ -525,10 +533,20 @@ struct PairInfo {
     slots: [u32; INLINE],
 }
 
-const INLINE: usize = 3;
+const INLINE: usize = 2;
 const IN_ARENA: u32 = 1 << 31;
+// The layout the comment above promises.
+const _: () = assert!(std::mem::size_of::<(Pair<u16>, PairInfo)>() == 24);
 
 impl PairInfo {
+    fn count(&self) -> i64 {
+        (u64::from(self.count[0]) | u64::from(self.count[1]) << 32) as i64
+    }
+
+    fn set_count(&mut self, c: i64) {
+        self.count = [c as u32, ((c as u64) >> 32) as u32];
+    }
+
     fn len(&self) -> usize {
         (self.len & !IN_ARENA) as usize
     }
@@ -577,13 +595,13 @@ impl Lists {
             }
             // Full inline list: it moves to the arena.
             let at = self.grow_from(len, |arena| arena.extend_from_slice(&info.slots))?;
-            info.slots = [at, 2 * len as u32, 0];
+            info.slots = [at, 2 * len as u32];
             info.len |= IN_ARENA;
         } else if len == info.slots[1] as usize {
             let (from, cap) = (info.slots[0] as usize, info.slots[1] as usize);
             let at = self.grow_from(len, |arena| arena.extend_from_within(from..from + len))?;
             self.dead += cap;
-            info.slots = [at, 2 * len as u32, 0];
+            info.slots = [at, 2 * len as u32];
         }
         self.arena[info.slots[0] as usize + len] = word;
         info.len += 1;
@@ -639,7 +657,7 @@ impl Lists {
             for info in live {
                 let (from, len) = (info.slots[0] as usize, info.len());
                 self.arena.copy_within(from..from + len, to);
-                info.slots = [to as u32, len as u32, 0];
+                info.slots = [to as u32, len as u32];
                 to += len;
             }
             self.arena.truncate(to);
@@ -678,10 +696,11 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
     let mut pairs = FxHashMap::with_capacity_and_hasher(tallies.len(), Default::default());
     let mut next: usize = 0;
     for (p, (count, n)) in tallies {
-        let mut info = PairInfo { count, ..Default::default() };
+        let mut info = PairInfo::default();
+        info.set_count(count);
         if n as usize > INLINE {
             info.len = IN_ARENA;
-            info.slots = [next as u32, n, 0];
+            info.slots = [next as u32, n];
             next += n as usize;
             u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4G pairs)")?;
         }
@@ -767,7 +786,7 @@ fn learn<S: Symbol>(
             }
             break; // corpus exhausted
         };
-        let current = pairs.get(&pair).map_or(0, |info| info.count);
+        let current = pairs.get(&pair).map_or(0, |info| info.count());
         if current < floor {
             continue;
         }
@@ -844,8 +863,8 @@ fn learn<S: Symbol>(
                 continue;
             }
             let info = pairs.entry(p).or_default();
-            info.count += d;
-            let c = info.count;
+            let c = info.count() + d;
+            info.set_count(c);
             if c <= 0 {
                 // Gone from every word: its (all stale) word list goes too.
                 let gone = pairs.remove(&p).expect("present");
