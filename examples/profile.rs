@@ -46,7 +46,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let _free = bpe::ReturnFreedMemory::new(); // as the Python module does while training
     let args: Vec<String> = std::env::args().collect();
     match args[1].as_str() {
         "encode" => {
@@ -185,6 +184,7 @@ fn main() {
             );
         }
         "train" => {
+            let _free = bpe::ReturnFreedMemory::new(); // as the Python module does while training
             let path = std::path::PathBuf::from(&args[2]);
             let vocab: usize = args[3].parse().unwrap();
             let split = Splitter::new(GPT4_PATTERN).unwrap();

@@ -48,8 +48,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// 215 MB) for no measurable speed.
 ///
 /// Only while training: for encoding, giving memory back at once made every
-/// call fault its buffers in afresh (each run of `encode_batch` allocates and
-/// frees its id vectors and memo), which cost 2% of encoding one 10 MB text
+/// call fault its buffers in afresh (each call allocates and frees its id
+/// vectors and memo), which cost 2% of encoding one 10 MB text
 /// and ~8% of `encode_batch` on 2 threads (A/B in one process). Trainings on
 /// several threads share the setting: the first to start sets it, the last
 /// to end restores mimalloc's own.
