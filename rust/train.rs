@@ -309,8 +309,9 @@ impl<S: Symbol> PairHeap<S> {
 
     /// Empties the heap and pushes every pair counted at least `floor` times.
     fn rebuild(&mut self, vocab: &[Arc<[u8]>], pairs: &FxHashMap<Pair<S>, PairInfo>, floor: i64) {
+        // No pass to count them first: the array is reserved at its likely
+        // largest size when the heap is made (see `learn`).
         self.items.clear();
-        self.items.reserve(pairs.values().filter(|info| info.count() >= floor).count());
         for (&p, info) in pairs {
             if info.count() >= floor {
                 self.items.push(Entry { count: info.count() as u64, prefix: prefix(vocab, p), pair: p });
