@@ -91,6 +91,24 @@ def median_round(rounds: list):
     return {k: median_round([r.get(k) for r in rounds]) if isinstance(v, dict) else v for k, v in first.items()}
 
 
+def paired_scaling(rounds: list[dict], corpus: str) -> dict | None:
+    """Our batch speed over our one-thread speed, taken within each round
+    (one child: the two timings are seconds apart) and then the median over
+    rounds. Taking each figure's median round separately could pair a batch
+    timed in a busy minute with a one-thread run timed in a quiet one: on
+    this 2-core machine that moved the ratio by a third (o200k: 1.25x across
+    rounds where the batch's own round gave 1.70x)."""
+    qs = []
+    for r in rounds:
+        c = (r.get("corpora") or {}).get(corpus) or {}
+        one, batch = c.get("one") or {}, c.get("batch") or {}
+        if "mb_s" in one and "mb_s" in batch:
+            qs.append(batch["mb_s"] / one["mb_s"])
+    if not qs:
+        return None
+    return {"median": statistics.median(qs), "ratios": qs}
+
+
 def run_job(job: dict, timeout: float, env_extra: dict | None = None) -> dict:
     """Runs one measurement in a fresh interpreter and returns its JSON."""
     env = dict(os.environ, **(env_extra or {}))
@@ -530,6 +548,8 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
         for t, done in runs.items():
             failed = [r for r in done if r.get("status") != "ok"]
             enc_results[enc][t] = failed[0] if failed else median_round(done)
+            if t == "bpe" and not failed:
+                enc_results[enc][t]["batch_scaling"] = paired_scaling(done, first)
     results["encode_corpora"] = [n for n, _ in corpora]
 
 
@@ -651,9 +671,11 @@ def encode_tables(results: dict) -> str:
                 q = None if t == "bpe" else ratio(ours_b.get("mb_s") if ours_b else None, b["mb_s"])
                 rows.append([enc, name, str(b.get("threads")), fmt(b["mb_s"]), fmt(b.get("cores")), same,
                              "—" if q is None else fmt(q)])
-        if ours_one and ours_b and "mb_s" in ours_b and "mb_s" in ours_one:
-            rows.append([enc, "bpe: batch / one thread", "", fmt(ours_b["mb_s"] / ours_one["mb_s"]) + "×",
-                         "", "", ""])
+        scaling = (by_tool.get("bpe") or {}).get("batch_scaling")
+        if scaling:
+            each = ", ".join(f"{q:.2f}" for q in scaling["ratios"])
+            rows.append([enc, "bpe: batch / one thread (median of rounds)", "",
+                         fmt(scaling["median"]) + f"× ({each})", "", "", ""])
     parts.append(f"### Encoding, batch ({first}, ~1,000 documents)\n\n" + md_table(
         ["encoding", "tool", "threads", "MB/s", "cores", "ids = ours (whole text)", "ratio (ours / theirs)"], rows))
 
@@ -796,11 +818,13 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
             ok = all(q >= need for _, q in qs)
             out.append(("PASS" if ok else "FAIL", name, ", ".join(f"{c} {q:.2f}×" for c, q in qs)))
         name = f"encode_batch {enc} 2 threads ≥ 1.8× our one thread"
-        o1, ob = _get(ours, first, "one"), _get(ours, first, "batch")
-        if o1 and ob and "mb_s" in o1 and "mb_s" in ob:
-            q = ob["mb_s"] / o1["mb_s"]
+        scaling, ob = ours.get("batch_scaling"), _get(ours, first, "batch")
+        if scaling and ob:
+            q = scaling["median"]
+            each = ", ".join(f"{x:.2f}" for x in scaling["ratios"])
             out.append(("PASS" if q >= 1.8 else "FAIL", name,
-                        f"{q:.2f}× ({ob['mb_s']:.1f} vs {o1['mb_s']:.1f} MB/s, {ob.get('threads')} threads)"))
+                        f"{q:.2f}× (median of each round's batch / one-thread ratio: {each}; "
+                        f"{ob.get('threads')} threads)"))
         else:
             out.append(("SKIP", name, "not measured"))
         for meth in ("encode", "encode_ordinary"):

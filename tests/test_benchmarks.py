@@ -49,6 +49,12 @@ def test_quick_run_writes_expected_rows(tmp_path):
     assert ours["corpora"]["tinyshakespeare"]["batch"]["digest"] == ours["corpora"]["tinyshakespeare"]["one"]["digest"]
     assert any(name.startswith("encode cl100k_base one thread") and verdict in ("PASS", "FAIL")
                for verdict, name, _ in res["targets"])
+    # The batch target is judged on the ratio taken within the round.
+    (q,) = ours["batch_scaling"]["ratios"]
+    c = ours["corpora"]["tinyshakespeare"]
+    assert q == pytest.approx(c["batch"]["mb_s"] / c["one"]["mb_s"])
+    (batch_target,) = [t for t in res["targets"] if t[1].startswith("encode_batch cl100k_base")]
+    assert batch_target[0] == ("PASS" if q >= 1.8 else "FAIL") and f"{q:.2f}×" in batch_target[2]
     # The chart needs matplotlib (benchmarks/requirements.txt), which the test
     # extra does not install: then no chart is written, and that is all.
     import importlib.util
@@ -86,6 +92,25 @@ def test_encode_rounds_report_the_median_round():
     assert merged["c"]["batch"] == {"wall_s": 3.0, "walls": [2.0, 4.0, 3.0]}
     assert merged["n"] == 1 and merged["status"] == "ok"
     assert run.median_round([child(2.0, 1)]) == child(2.0, 1)
+
+
+def test_batch_scaling_pairs_the_figures_of_each_round():
+    import run
+
+    def child(one, batch):  # MB/s of one round's one-thread and batch runs
+        return {"status": "ok", "corpora": {"c": {"one": {"wall_s": 10 / one, "mb_s": one},
+                                                  "batch": {"wall_s": 10 / batch, "mb_s": batch}}}}
+
+    # A busy first round slows both figures alike; its ratio is still 1.8.
+    # Medians taken per figure would pair one=40 with batch=60 (1.5).
+    rounds = [child(20, 36), child(40, 76), child(50, 60)]
+    scaling = run.paired_scaling(rounds, "c")
+    assert scaling["ratios"] == pytest.approx([1.8, 1.9, 1.2])
+    assert scaling["median"] == pytest.approx(1.8)
+    merged = run.median_round(rounds)
+    assert merged["corpora"]["c"]["batch"]["mb_s"] / merged["corpora"]["c"]["one"]["mb_s"] == pytest.approx(1.5)
+    # A round whose batch failed gives no ratio; none at all gives None.
+    assert run.paired_scaling([{"corpora": {"c": {"one": {"mb_s": 1.0}, "batch": {"error": "x"}}}}], "c") is None
 
 
 def test_pieces_concatenate_to_the_corpus():
