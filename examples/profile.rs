@@ -2,6 +2,7 @@
 //! and training on one file, so a change can be measured in isolation.
 //!   cargo run --profile release --example profile -- encode RANKFILE PATTERN CORPUS
 //!   cargo run --profile release --example profile -- train CORPUS VOCAB
+//!   (MERGES=PATH writes the learned merges to PATH)
 use std::time::Instant;
 
 use bpe::encode::{Encoder, Rank};
@@ -216,6 +217,12 @@ fn main() {
                 t.elapsed().as_secs_f64(),
                 peak()
             );
+            // MERGES=PATH: the merges as text ("left right new" per line), to
+            // check that a change learns the same ones (`cmp` two files).
+            if let Ok(out) = std::env::var("MERGES") {
+                let text: String = merges.iter().map(|m| format!("{} {} {}\n", m.left, m.right, m.new)).collect();
+                std::fs::write(out, text).unwrap();
+            }
         }
         _ => panic!("encode|train"),
     }

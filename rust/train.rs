@@ -524,7 +524,7 @@ impl<S: Symbol> Words<S> {
 /// What we know about one pair: its count over all words and the words it
 /// occurs in. The lists may name a word that has lost the pair since (it is
 /// skipped when the pair is merged): removing entries would cost more than
-/// skipping them.
+/// skipping them. A word is never named twice in a row.
 ///
 /// 20 bytes, aligned to 4, so a map bucket (pair and info) is 24 with `u16`
 /// symbols. The map holds over a million pairs on large multilingual corpora,
@@ -544,10 +544,10 @@ impl<S: Symbol> Words<S> {
 struct PairInfo {
     /// The count over all words, as (low, high) halves of an `i64`: see above.
     count: [u32; 2],
-    /// The number of words in the list, with [`IN_ARENA`] set when the list
-    /// is in the arena.
+    /// Inline: the number of word ids in `slots`. In the arena: the bytes the
+    /// list uses there, with [`IN_ARENA`] set.
     len: u32,
-    /// Inline: the word ids. In the arena: offset and capacity.
+    /// Inline: the word ids. In the arena: the list's offset and capacity, in bytes.
     slots: [u32; INLINE],
 }
 
@@ -565,6 +565,7 @@ impl PairInfo {
         self.count = [c as u32, ((c as u64) >> 32) as u32];
     }
 
+    /// Inline: the number of words; in the arena: the bytes used.
     fn len(&self) -> usize {
         (self.len & !IN_ARENA) as usize
     }
@@ -572,75 +573,211 @@ impl PairInfo {
     fn in_arena(&self) -> bool {
         self.len & IN_ARENA != 0
     }
-
-    fn words<'a>(&'a self, lists: &'a Lists) -> &'a [u32] {
-        if self.in_arena() {
-            let at = self.slots[0] as usize;
-            &lists.arena[at..at + self.len()]
-        } else {
-            &self.slots[..self.len()]
-        }
-    }
 }
 
-/// The word lists longer than [`INLINE`], one after another in one array.
+/// The word lists longer than [`INLINE`], one after another in one byte array.
 ///
-/// Why one array and not a heap vector per list: the lists of the initial
-/// (byte) pairs are most list entries (7.5 million on FLORES-200) and are
-/// written once, exactly sized, in one pass; and the lists that grow during
+/// **Encoding.** A list is sorted (see below), so it is stored as the gaps
+/// between successive word ids, each a LEB128 varint (7 bits a byte), after a
+/// 4-byte trailer holding the last id plus one (the next gap is taken from it
+/// without decoding the list, in the cache line the next gap is written to). Word `w` after last id `l` is the gap
+/// `w - l` (`w + 1` for the first); a gap of zero is an escape, followed by
+/// `w + 1` itself, for a word that comes before the last (see below). On the
+/// 1.33M distinct chunks of the benchmark's scale file this holds the lists
+/// in 21 MB instead of 48 (u32 ids) when the lists are at their largest: the
+/// ids of a pair's words are a few hundred apart for frequent pairs (one
+/// byte), and a few thousand for the rest (two).
+///
+/// **Why sorted:** the byte pairs' lists are written in word order, and a
+/// merge visits its words in the order of its list and gives each of its new
+/// pairs their words in that order; a new pair's list is made during one merge
+/// (it holds the new token) and grows in no other, except when a later merge
+/// reaches the same bytes again and reuses the token's id. Only then does an
+/// id come out of order, and the escape stores it.
+///
+/// **Why one array** and not a heap vector per list: the byte pairs' lists
+/// are most entries at the start (11M of 12M on the scale file) and are
+/// written once, exactly sized, in one pass; and lists that grow during
 /// merging, each in a heap block of its own, left the allocator's pages
 /// partly used as they grew and died (RSS 20-40 MB above the live bytes on
 /// FLORES-200). Here a list that outgrows its space moves to the end with
 /// twice the capacity, and its old space is dead until [`Lists::compact`]
-/// slides the live lists down over it, in place: a copy into a new array
-/// would hold both at once, and the first merges, which take the longest
-/// byte-pair lists with them, would pay for the whole array twice.
+/// slides the live lists down over it, in place (a copy into a new array
+/// would hold both at once), and gives the freed end back to the OS.
 struct Lists {
-    arena: Vec<u32>,
+    arena: Vec<u8>,
+    /// Bytes of the arena that no list owns any more.
     dead: usize,
-    longest: usize,
+}
+
+/// The trailer of an arena list: the last word id plus one (0: none yet).
+/// At the end, not the start, so adding a word reads and writes one place
+/// (a header cost a second cache miss per word added to a short list).
+const TRAILER: usize = 4;
+
+/// The bytes of `x` as a LEB128 varint.
+#[inline]
+fn varint_len(x: u32) -> usize {
+    match x {
+        0..=0x7f => 1,
+        0x80..=0x3fff => 2,
+        0x4000..=0x1f_ffff => 3,
+        0x20_0000..=0xfff_ffff => 4,
+        _ => 5,
+    }
+}
+
+/// The bytes of `word`'s entry in a list whose last id plus one is `next`.
+fn entry_len(next: u32, word: u32) -> usize {
+    if word + 1 > next {
+        varint_len(word + 1 - next)
+    } else {
+        1 + varint_len(word + 1)
+    }
+}
+
+/// Writes `x` as a LEB128 varint at the start of `out`; returns its length.
+#[inline]
+fn put_varint(mut x: u32, out: &mut [u8]) -> usize {
+    let mut n = 0;
+    while x >= 0x80 {
+        out[n] = x as u8 | 0x80;
+        x >>= 7;
+        n += 1;
+    }
+    out[n] = x as u8;
+    n + 1
+}
+
+/// Reads a LEB128 varint at `bytes[*i]`, moving `i` past it.
+#[inline]
+fn get_varint(bytes: &[u8], i: &mut usize) -> u32 {
+    let mut x = 0u32;
+    let mut shift = 0;
+    loop {
+        let b = bytes[*i];
+        *i += 1;
+        x |= u32::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return x;
+        }
+        shift += 7;
+    }
 }
 
 impl Lists {
-    /// Adds `word` to `info`'s list.
-    fn push(&mut self, info: &mut PairInfo, word: u32) -> Result<(), String> {
-        let len = info.len();
+    /// The trailer of a list that ends at `end`.
+    fn trailer(&self, end: usize) -> u32 {
+        u32::from_le_bytes(self.arena[end - TRAILER..end].try_into().expect("4 bytes"))
+    }
+
+    /// Appends the words of `info`'s list to `out`, in list order.
+    fn read(&self, info: &PairInfo, out: &mut Vec<u32>) {
         if !info.in_arena() {
+            out.extend_from_slice(&info.slots[..info.len()]);
+            return;
+        }
+        let at = info.slots[0] as usize;
+        let bytes = &self.arena[at..at + info.len() - TRAILER];
+        let (mut i, mut next) = (0, 0u32); // next: the last id plus one
+        while i < bytes.len() {
+            match get_varint(bytes, &mut i) {
+                0 => next = get_varint(bytes, &mut i),
+                gap => next += gap,
+            }
+            out.push(next - 1);
+        }
+    }
+
+    /// Adds `word` to `info`'s list, unless it is the list's last word.
+    #[inline]
+    fn push(&mut self, info: &mut PairInfo, word: u32) -> Result<(), String> {
+        if !info.in_arena() {
+            let len = info.len();
+            if len > 0 && info.slots[len - 1] == word {
+                return Ok(());
+            }
             if len < INLINE {
                 info.slots[len] = word;
                 info.len += 1;
                 return Ok(());
             }
-            // Full inline list: it moves to the arena.
-            let at = self.grow_from(len, |arena| arena.extend_from_slice(&info.slots))?;
-            info.slots = [at, 2 * len as u32];
-            info.len |= IN_ARENA;
-        } else if len == info.slots[1] as usize {
-            let (from, cap) = (info.slots[0] as usize, info.slots[1] as usize);
-            let at = self.grow_from(len, |arena| arena.extend_from_within(from..from + len))?;
-            self.dead += cap;
-            info.slots = [at, 2 * len as u32];
+            // Full inline list: it moves to the arena, with room for as many
+            // bytes again.
+            let words = [info.slots[0], info.slots[1], word];
+            let mut next = 0;
+            let mut data = TRAILER;
+            for w in words {
+                data += entry_len(next, w);
+                next = w + 1;
+            }
+            let cap = 2 * data - TRAILER;
+            info.slots = [self.grow_from(cap, |_| {})?, cap as u32];
+            info.len = IN_ARENA | TRAILER as u32;
+            for w in words {
+                self.append(info, w)?;
+            }
+            return Ok(());
         }
-        self.arena[info.slots[0] as usize + len] = word;
-        info.len += 1;
+        self.append(info, word)
+    }
+
+    /// [`Lists::push`] for a list in the arena.
+    #[inline]
+    fn append(&mut self, info: &mut PairInfo, word: u32) -> Result<(), String> {
+        let (mut at, used, cap) = (info.slots[0] as usize, info.len(), info.slots[1] as usize);
+        let next = self.trailer(at + used);
+        if next == word + 1 {
+            return Ok(());
+        }
+        let n = entry_len(next, word);
+        if used + n > cap {
+            at = self.relocate(info, n)?;
+        }
+        // The entry goes where the trailer was, and the trailer after it.
+        let end = at + used - TRAILER;
+        let entry = &mut self.arena[end..end + n];
+        if word + 1 > next {
+            put_varint(word + 1 - next, entry);
+        } else {
+            entry[0] = 0; // the escape, then the id itself
+            put_varint(word + 1, &mut entry[1..]);
+        }
+        self.arena[end + n..end + n + TRAILER].copy_from_slice(&(word + 1).to_le_bytes());
+        info.len += n as u32;
         Ok(())
     }
 
-    /// Appends a list of `len` words (copied by `copy`) with room for as many
-    /// again; returns its offset.
-    fn grow_from(&mut self, len: usize, copy: impl FnOnce(&mut Vec<u32>)) -> Result<u32, String> {
+    /// Moves `info`'s list, too full for `n` bytes more, to the end of the
+    /// arena with twice the room; returns its new offset. (Out of line: rare,
+    /// and `append` is inlined into the loops that fill the lists.)
+    #[cold]
+    #[inline(never)]
+    fn relocate(&mut self, info: &mut PairInfo, n: usize) -> Result<usize, String> {
+        let (from, used, cap) = (info.slots[0] as usize, info.len(), info.slots[1] as usize);
+        let room = (2 * used).max(used + n);
+        let at = self.grow_from(room, |arena| arena.extend_from_within(from..from + used))?;
+        self.dead += cap;
+        info.slots = [at, room as u32];
+        Ok(at as usize)
+    }
+
+    /// Appends `cap` bytes for a list (its first bytes written by `copy`, the
+    /// rest zero); returns their offset.
+    fn grow_from(&mut self, cap: usize, copy: impl FnOnce(&mut Vec<u8>)) -> Result<u32, String> {
         let at = self.arena.len();
-        if at + 2 * len > u32::MAX as usize {
-            return Err("too many pair occurrences to train on (over 4G): train on a sample of the corpus".into());
+        if at + cap > u32::MAX as usize {
+            return Err("too many pair occurrences to train on (over 4 GB of word lists): \
+                        train on a sample of the corpus"
+                .into());
         }
-        if at + 2 * len > self.arena.capacity() {
-            // By a half, not by Vec's doubling: this is the largest array,
-            // and an eighth of it at most is dead when it is at its longest
-            // (see `compact`).
-            self.arena.reserve_exact((2 * len).max(at / 2));
+        if at + cap > self.arena.capacity() {
+            // By a half, not by Vec's doubling: this is a large array, and
+            // the copy holds the old and the new one at once.
+            self.arena.reserve_exact(cap.max(at / 2));
         }
         copy(&mut self.arena);
-        self.arena.resize(at + 2 * len, 0);
+        self.arena.resize(at + cap, 0);
         Ok(at as u32)
     }
 
@@ -651,50 +788,94 @@ impl Lists {
         }
     }
 
-    /// Slides the live lists down over the dead space, in place, when an
-    /// eighth of the array is dead and the array is as long as it has ever
-    /// been.
+    /// When a quarter of the array is dead, slides the live lists down over
+    /// the dead space, in place, and gives the freed end back to the OS.
     ///
-    /// Why then: space once written stays resident (the array keeps its
-    /// capacity), so sliding while the array is shorter than its longest saves
-    /// no memory, and each slide reads the whole pair map. Sliding whenever an
-    /// eighth was dead cost 35% more merge time on FLORES-200 (4.5 -> 6.0 s):
-    /// late merges kill a few lists each, often. Giving the space back after a
-    /// slide would need a copy into a smaller array, and that copy, made when
-    /// the pair map is full-size, raised the peak instead (128 -> 155 MB).
+    /// Why a quarter: each slide reads the whole pair map, and late merges
+    /// kill a few lists each, often. On FLORES-200 to 50k tokens (merge time,
+    /// median of 3; peak): never 1.23 s, a half 1.24 s (98 MB), a quarter
+    /// 1.27 s (88 MB), an eighth 1.44 s (86 MB).
+    /// Why give the end back: space once written stays resident while the
+    /// array keeps its capacity, so without it the array's RSS stayed at its
+    /// longest (15M ids on the scale file) while its live lists shrank to 6M
+    /// ids. Shrinking the array instead would copy it into a smaller one, and
+    /// that copy, made when the pair map is full-size, raised the peak
+    /// (128 -> 155 MB on FLORES-200).
     fn compact<S: Symbol>(&mut self, pairs: &mut FxHashMap<Pair<S>, PairInfo>) {
         let len = self.arena.len();
-        self.longest = self.longest.max(len);
-        if len > 1 << 16 && 8 * self.dead > len && len == self.longest {
+        if len > 1 << 18 && 4 * self.dead > len {
             // In the order of their offsets, each list moves down to where
             // the one before it ends, sized exactly (the next push moves it
             // to the end with twice the room).
-            let mut live: Vec<&mut PairInfo> = pairs.values_mut().filter(|i| i.in_arena()).collect();
-            live.sort_unstable_by_key(|info| info.slots[0]);
+            // (Sorted with each offset beside its record: a key read through
+            // the reference was a cache miss per comparison.)
+            let mut live: Vec<(u32, &mut PairInfo)> =
+                pairs.values_mut().filter(|i| i.in_arena()).map(|i| (i.slots[0], i)).collect();
+            live.sort_unstable_by_key(|&(at, _)| at);
             let mut to = 0;
-            for info in live {
-                let (from, len) = (info.slots[0] as usize, info.len());
-                self.arena.copy_within(from..from + len, to);
-                info.slots = [to as u32, len as u32];
-                to += len;
+            for (_, info) in live {
+                let (from, used) = (info.slots[0] as usize, info.len());
+                self.arena.copy_within(from..from + used, to);
+                info.slots = [to as u32, used as u32];
+                to += used;
             }
             self.arena.truncate(to);
             self.dead = 0;
+            release_spare(&self.arena);
         }
     }
 }
 
+/// Gives the memory pages of `v`'s spare capacity back to the OS (Linux;
+/// elsewhere they stay resident until `v` is freed).
+fn release_spare(v: &Vec<u8>) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let base = v.as_ptr() as usize;
+        let start = (base + v.len()).next_multiple_of(PAGE);
+        let end = (base + v.capacity()) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: the range lies inside `v`'s allocation, past its last
+            // element: no value lives there, and `Vec` never reads spare
+            // capacity before writing it. The pages read as zeros when next
+            // touched. An error (none is expected) leaves them resident.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
+
+/// Pass 1's tally of one pair in a run of words: its count, the number of
+/// words it occurs in, the bytes of their list and the last of them plus one.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    count: i64,
+    words: u32,
+    bytes: u32,
+    next: u32,
+}
+
 /// The initial pairs (byte pairs): their counts and word lists.
 fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, PairInfo>, Lists), String> {
-    // Pass 1, on all cores: each pair's count and number of occurrences.
+    // Pass 1, on all cores: each pair's count, words and list bytes. A run of
+    // words (rayon's piece of work) is visited in order, so its gaps are
+    // exact but its first, taken from id 0: the sum over runs is an upper
+    // bound, a few bytes above the list's size.
     let tallies = (0..words.count())
         .into_par_iter()
-        .fold(FxHashMap::<Pair<S>, (i64, u32)>::default, |mut m, i| {
+        .fold(FxHashMap::<Pair<S>, Tally>::default, |mut m, i| {
             let f = words.meta[i].freq as i64;
+            let id1 = i as u32 + 1;
             for p in words.word(i).windows(2) {
-                let e = m.entry((p[0], p[1])).or_insert((0, 0));
-                e.0 += f;
-                e.1 += 1;
+                let t = m.entry((p[0], p[1])).or_default();
+                t.count += f;
+                if t.next != id1 {
+                    t.words += 1;
+                    t.bytes += varint_len(id1 - t.next) as u32;
+                    t.next = id1;
+                }
             }
             m
         })
@@ -702,40 +883,40 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
             if b.len() > a.len() {
                 std::mem::swap(&mut a, &mut b);
             }
-            for (k, (c, n)) in b {
-                let e = a.entry(k).or_insert((0, 0));
-                e.0 += c;
-                e.1 += n;
+            for (k, t) in b {
+                let e = a.entry(k).or_default();
+                e.count += t.count;
+                e.words += t.words;
+                e.bytes = e.bytes.saturating_add(t.bytes);
             }
             a
         });
-    // Lists of more than `INLINE` occurrences get their space in the arena,
-    // one after another, sized by occurrences (an upper bound on words)...
+    // Lists of more than `INLINE` words get their space in the arena, one
+    // after another...
     let mut pairs = FxHashMap::with_capacity_and_hasher(tallies.len(), Default::default());
     let mut next: usize = 0;
-    for (p, (count, n)) in tallies {
+    for (p, t) in tallies {
         let mut info = PairInfo::default();
-        info.set_count(count);
-        if n as usize > INLINE {
-            info.len = IN_ARENA;
-            info.slots = [next as u32, n];
-            next += n as usize;
-            u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4G pairs)")?;
+        info.set_count(t.count);
+        if t.words as usize > INLINE {
+            let cap = TRAILER + t.bytes as usize;
+            info.len = IN_ARENA | TRAILER as u32;
+            info.slots = [next as u32, cap as u32];
+            next += cap;
+            u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4 GB of word lists)")?;
         }
         pairs.insert(p, info);
     }
-    // ...and are filled in pass 2, in word order, so each list is sorted and
-    // a word with the pair twice is named once. The spare quarter is for the
-    // lists of the first merges; it costs address space, not memory, until
-    // they write it.
-    let mut lists = Lists { arena: Vec::with_capacity(next + next / 4), dead: 0, longest: 0 };
+    // ...and are filled in pass 2, in word order. As much room again is
+    // reserved for the lists of the first merges: it costs address space,
+    // not memory, until they write it, and growing the array later copies it
+    // (old and new array at once: with ids as u32 and a quarter's room, that
+    // copy was a 57 MB spike on the scale file's four corpora).
+    let mut lists = Lists { arena: Vec::with_capacity(2 * next), dead: 0 };
     lists.arena.resize(next, 0);
     for i in 0..words.count() {
         for p in words.word(i).windows(2) {
-            let info = pairs.get_mut(&(p[0], p[1])).expect("counted in pass 1");
-            if info.words(&lists).last() != Some(&(i as u32)) {
-                lists.push(info, i as u32)?;
-            }
+            lists.push(pairs.get_mut(&(p[0], p[1])).expect("counted in pass 1"), i as u32)?;
         }
     }
     Ok((pairs, lists))
@@ -834,7 +1015,7 @@ fn learn<S: Symbol>(
         // now; the deltas below bring its count to zero and do not revive it.
         let info = pairs.remove(&pair).expect("popped pairs are present");
         affected.clear();
-        affected.extend_from_slice(info.words(&lists));
+        lists.read(&info, &mut affected);
         lists.free(&info);
 
         // `clear()` wipes the map's whole capacity, so a map that grew large
@@ -848,9 +1029,9 @@ fn learn<S: Symbol>(
         } else {
             delta.clear();
         }
-        // A list may name a word twice (via a new pair made twice) or a
-        // word that no longer holds the pair: `merge_word` then finds
-        // nothing, which is cheaper than deduplicating the list.
+        // A list may name a word that no longer holds the pair, or rarely
+        // a word twice (a token id reused, see `Lists`): `merge_word` then
+        // finds nothing, which is cheaper than keeping lists exact.
         for (k, &wi) in affected.iter().enumerate() {
             // The words of a merge lie anywhere in memory, and waiting for
             // each one's record, then its symbols, was most of the loop on
@@ -1007,20 +1188,35 @@ mod tests {
     #[test]
     fn word_lists_survive_growth_death_and_sliding() {
         // Lists of every length (inline, moved to the arena, grown there),
-        // some freed, checked against plain vectors after every slide.
+        // some freed, checked against plain vectors after every slide. The
+        // words come in four kinds of order: repeated (each pushed many times
+        // in a row: named once), small gaps (one-byte varints), large gaps
+        // (three bytes), and any id in any order (the escape, five bytes).
         let mut pairs: FxHashMap<Pair<u16>, PairInfo> = FxHashMap::default();
         let mut model: FxHashMap<Pair<u16>, Vec<u32>> = FxHashMap::default();
-        let mut lists = Lists { arena: Vec::new(), dead: 0, longest: 0 };
+        let mut lists = Lists { arena: Vec::new(), dead: 0 };
         let mut seed = 0x2545f4914f6cdd1du64;
-        let mut slides = 0;
+        let (mut slides, mut escapes) = (0, 0);
         for round in 0..400u32 {
             for _ in 0..2000 {
                 next_random(&mut seed);
                 // Skewed keys: a few long lists, many short ones.
                 let k = ((seed % 1000) * (seed >> 32) % 1000 / 7) as u16;
                 let key = (k, round as u16 % 3);
-                lists.push(pairs.entry(key).or_default(), round).unwrap();
-                model.entry(key).or_default().push(round);
+                let word = match k % 4 {
+                    0 => round,
+                    1 => round * 16 + (seed >> 20) as u32 % 16,
+                    2 => round * 70_000,
+                    _ => (seed >> 24) as u32 % (u32::MAX - 1),
+                };
+                let list = model.entry(key).or_default();
+                if list.last().is_some_and(|&w| w > word) {
+                    escapes += 1;
+                }
+                if list.last() != Some(&word) {
+                    list.push(word);
+                }
+                lists.push(pairs.entry(key).or_default(), word).unwrap();
             }
             // Every third round, a third of the pairs die.
             if round % 3 == 2 {
@@ -1039,10 +1235,13 @@ mod tests {
             }
             assert_eq!(pairs.len(), model.len());
             for (p, words) in &model {
-                assert_eq!(pairs[p].words(&lists), &words[..], "{p:?} after round {round}");
+                let mut got = Vec::new();
+                lists.read(&pairs[p], &mut got);
+                assert_eq!(got, *words, "{p:?} after round {round}");
             }
         }
         assert!(slides > 3, "{slides} slides: the test no longer exercises sliding");
+        assert!(escapes > 1000, "{escapes} ids out of order: the test no longer exercises the escape");
     }
 
     #[test]
