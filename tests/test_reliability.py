@@ -748,10 +748,14 @@ import bpe
 what = sys.argv[1]
 tok = bpe.Tokenizer.train("hello world, this is some text " * 50, 300, progress=False)
 big = ("The quick brown fox jumps over the lazy dog. " * 20 + "\\n") * 150_000   # 136 MB
+# Training on `big` takes ~0.2 s (a dozen distinct chunks): too quick to be
+# interrupted. 40 MB of random words over 8 letters take seconds.
+table = bytes((b"abcdefgh" * 32)[i] if i % 9 else 32 for i in range(256))
+words = __import__("random").Random(0).randbytes(40_000_000).translate(table).decode("ascii")
 try:
     print("start", flush=True)
     if what == "train-text":
-        bpe.Tokenizer.train(big, 5000, progress=False)
+        bpe.Tokenizer.train(words, 5000, progress=False)
     elif what == "train-file":
         bpe.Tokenizer.train([Path(sys.argv[2])] * 20, 5000, progress=False)
     elif what == "encode":
