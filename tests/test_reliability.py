@@ -773,7 +773,9 @@ except KeyboardInterrupt:
 @pytest.mark.parametrize("what", ["train-text", "train-file", "encode", "encode-special", "encode-batch"])
 def test_ctrl_c_returns_control_promptly(what, tmp_path):
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text(TEXT * 30, encoding="utf-8")  # 3 MB, read 20 times
+    # 8 MB of random words, read 20 times: seconds of training. (Repeated
+    # prose, with few distinct chunks, trained 60 MB before the interrupt.)
+    corpus.write_text(random_words(8 * MiB), encoding="utf-8")
     child = python(INTERRUPT, what, corpus)
     assert child.stdout.readline() == b"start\n"
     time.sleep(0.3)  # well inside the Rust call, which takes seconds
