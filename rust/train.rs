@@ -605,11 +605,12 @@ impl PairInfo {
 /// The word lists longer than [`INLINE`], one after another in one byte array.
 ///
 /// **Encoding.** A list is sorted (see below), so it is stored as the gaps
-/// between successive word ids, each a LEB128 varint (7 bits a byte), after a
-/// 4-byte trailer holding the last id plus one (the next gap is taken from it
-/// without decoding the list, in the cache line the next gap is written to). Word `w` after last id `l` is the gap
-/// `w - l` (`w + 1` for the first); a gap of zero is an escape, followed by
-/// `w + 1` itself, for a word that comes before the last (see below). On the
+/// between successive word ids, each a LEB128 varint (7 bits a byte),
+/// followed by a 4-byte trailer holding the last id plus one (the next gap is
+/// taken from it without decoding the list). Word `w` after last id `l` is
+/// the gap `w - l` (`w + 1` for the first); a gap of zero is an escape,
+/// followed by `w + 1` itself, for a word that comes before the last (see
+/// below). On the
 /// 1.33M distinct chunks of the benchmark's scale file this holds the lists
 /// in 21 MB instead of 48 (u32 ids) when the lists are at their largest: the
 /// ids of a pair's words are a few hundred apart for frequent pairs (one
@@ -1267,7 +1268,7 @@ mod tests {
                 }
             }
             let dead = lists.dead;
-            lists.compact(&mut pairs, 1 << 18);
+            lists.compact(&mut pairs, MIN_SLIDE);
             if lists.dead < dead {
                 slides += 1;
                 let in_arena: usize = pairs.values().filter(|i| i.in_arena()).map(PairInfo::len).sum();

@@ -748,14 +748,12 @@ import bpe
 what = sys.argv[1]
 tok = bpe.Tokenizer.train("hello world, this is some text " * 50, 300, progress=False)
 big = ("The quick brown fox jumps over the lazy dog. " * 20 + "\\n") * 150_000   # 136 MB
-# Training on `big` takes ~0.2 s (a dozen distinct chunks): too quick to be
-# interrupted. 40 MB of random words over 8 letters take seconds.
-table = bytes((b"abcdefgh" * 32)[i] if i % 9 else 32 for i in range(256))
-words = __import__("random").Random(0).randbytes(40_000_000).translate(table).decode("ascii")
 try:
     print("start", flush=True)
     if what == "train-text":
-        bpe.Tokenizer.train(words, 5000, progress=False)
+        # The corpus file's random words, 40 MB: `big` (a dozen distinct
+        # chunks) trains in ~0.2 s, too quick to be interrupted.
+        bpe.Tokenizer.train(Path(sys.argv[2]).read_text() * 5, 5000, progress=False)
     elif what == "train-file":
         bpe.Tokenizer.train([Path(sys.argv[2])] * 20, 5000, progress=False)
     elif what == "encode":
@@ -773,8 +771,9 @@ except KeyboardInterrupt:
 @pytest.mark.parametrize("what", ["train-text", "train-file", "encode", "encode-special", "encode-batch"])
 def test_ctrl_c_returns_control_promptly(what, tmp_path):
     corpus = tmp_path / "corpus.txt"
-    # 8 MB of random words, read 20 times: seconds of training. (Repeated
-    # prose, with few distinct chunks, trained 60 MB before the interrupt.)
+    # 8 MB of random words (trained from 20 times over, or 5 times as one
+    # str): seconds of training. Repeated prose, with few distinct chunks,
+    # trained 60 MB before the interrupt landed.
     corpus.write_text(random_words(8 * MiB), encoding="utf-8")
     child = python(INTERRUPT, what, corpus)
     assert child.stdout.readline() == b"start\n"
