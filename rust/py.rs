@@ -222,9 +222,8 @@ struct CoreBPE {
     /// One Python int per id, made on first use and shared by every list we
     /// return. Making a fresh int per token (an allocation, and a free when
     /// the list dies) took ~45% of `encode` on 10 MB of English, more than
-    /// the encoding; a shared one costs a reference count. And since lists
-    /// are built holding the GIL, one thread at a time, that cost is what
-    /// kept `encode_batch` from scaling with threads. Memory: ~8 MB for
+    /// the encoding; a shared one costs a reference count (`encode_batch`
+    /// counts those per id, not per item: see there). Memory: ~8 MB for
     /// o200k's 200k ids, once per tokenizer; a big list of ids then takes
     /// 8 bytes per token instead of ~40. (Python itself shares ints -5..256.)
     ints: GILOnceCell<Box<[Py<PyAny>]>>,
@@ -268,11 +267,17 @@ fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
 }
 
 impl CoreBPE {
-    /// `ids` as a Python list, of the shared ints.
-    fn list<'py>(&self, py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyList>> {
+    /// The shared ints, one per id (made on first use).
+    fn ints(&self, py: Python<'_>) -> PyResult<&[Py<PyAny>]> {
         let ints = self.ints.get_or_try_init(py, || -> PyResult<_> {
             (0..self.enc.n_vocab() as Rank).map(|i| Ok(i.into_pyobject(py)?.into_any().unbind())).collect()
         })?;
+        Ok(ints)
+    }
+
+    /// `ids` as a Python list, of the shared ints.
+    fn list<'py>(&self, py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyList>> {
+        let ints = self.ints(py)?;
         PyList::new(py, ids.iter().map(|&i| ints[i as usize].bind(py)))
     }
 
@@ -304,6 +309,90 @@ fn untracked(list: Bound<'_, PyList>) -> Py<PyList> {
     // untracks only what is tracked).
     unsafe { pyo3::ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
     list.unbind()
+}
+
+/// A new empty list for `encode_batch`, hidden from the garbage collector
+/// (see `untracked`). Then `give_room` makes room for its items, the caller
+/// writes them, and `set_len` gives it its length; until then it holds
+/// nothing, so it can be freed at any point.
+fn empty_list(py: Python<'_>) -> PyResult<Py<PyList>> {
+    // SAFETY: PyList_New returns a new reference or NULL with an exception set.
+    let p = unsafe { pyo3::ffi::PyList_New(0) };
+    if p.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(untracked(unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked() }))
+}
+
+/// Room for `n` items in a list from `empty_list`, not initialised: the
+/// threads that write the items also take the page faults of fresh memory,
+/// where `PyList_New(n)` would zero it all on the calling thread first
+/// (calloc; 0.6 ms of 18 MB for 10 MB of English when the memory is reused,
+/// more when it is fresh). Needs the GIL (PyMem_Malloc); returns where the
+/// items go.
+fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
+    if n == 0 {
+        return Ok(Items(std::ptr::null_mut()));
+    }
+    // SAFETY: the GIL is held by the caller; the array comes from
+    // PyMem_Malloc, as list_dealloc frees it with PyMem_Free; the list is
+    // empty, so nothing of its own is replaced; its length stays 0.
+    unsafe {
+        let items = pyo3::ffi::PyMem_Malloc(n * std::mem::size_of::<*mut pyo3::ffi::PyObject>());
+        if items.is_null() {
+            return Err(pyo3::exceptions::PyMemoryError::new_err(format!("no memory for a list of {n} ids")));
+        }
+        let l = list.as_ptr().cast::<pyo3::ffi::PyListObject>();
+        (*l).ob_item = items.cast();
+        (*l).allocated = n as pyo3::ffi::Py_ssize_t;
+        Ok(Items(items.cast()))
+    }
+}
+
+/// Gives a list its `n` items, once they are written and counted.
+///
+/// SAFETY: the GIL is held, the list has room for `n` items (`give_room`),
+/// and its first `n` items are written, each a counted reference.
+unsafe fn set_len(list: &Py<PyList>, n: usize) {
+    (*list.as_ptr().cast::<pyo3::ffi::PyVarObject>()).ob_size = n as pyo3::ffi::Py_ssize_t;
+}
+
+/// A list's item array, written by one pool thread while the GIL is free.
+struct Items(*mut *mut pyo3::ffi::PyObject);
+// SAFETY: each array is written by one thread only, and read by Python only
+// after the threads are done (see `encode_batch`).
+unsafe impl Send for Items {}
+unsafe impl Sync for Items {}
+
+/// `0..lists.len()` cut into `parts` consecutive ranges (some maybe empty)
+/// holding about as many ids each.
+fn shares(lists: &[Vec<Rank>], parts: usize) -> Vec<std::ops::Range<usize>> {
+    let total: usize = lists.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(parts);
+    let (mut start, mut seen) = (0, 0);
+    for (d, l) in lists.iter().enumerate() {
+        seen += l.len();
+        // Close share k once it holds its (k + 1) / parts of the ids.
+        while out.len() + 1 < parts && seen * parts >= (out.len() + 1) * total {
+            out.push(start..d + 1);
+            start = d + 1;
+        }
+    }
+    while out.len() < parts {
+        out.push(start..lists.len());
+        start = lists.len();
+    }
+    out
+}
+
+/// The batch's result: the list of the lists, tracked again.
+fn batch_result(py: Python<'_>, lists: Vec<Py<PyList>>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::new(py, &lists)?;
+    for list in &lists {
+        // SAFETY: each list was untracked once, by `untracked`.
+        unsafe { pyo3::ffi::PyObject_GC_Track(list.as_ptr().cast()) };
+    }
+    Ok(out)
 }
 
 /// Texts shorter than this are encoded without releasing the GIL.
@@ -406,19 +495,33 @@ impl CoreBPE {
                 return Ok(found.into_pyobject(py)?.into_any().unbind());
             }
         }
-        // A pipeline on `threads` threads: this thread and `threads - 1` pool
-        // threads take runs of neighbouring documents in turn and encode them;
-        // this thread also turns each finished run into Python lists, before
-        // taking another run. The lists need the GIL, so only this thread can
-        // build them (2.3M ids for 10 MB of English, each a reference-count
-        // write to one of the shared ints: ~7% of the work), and they are
-        // kept from the garbage collector meanwhile (see `untracked`).
-        //
-        // Rejected designs, measured on 2 cores: lists built after all the
-        // encoding (the other threads idle meanwhile: 2 threads ran ~1.5x
-        // one), and `threads` pool threads encoding while this thread only
-        // built lists (three busy threads on two cores, and a memo per run:
-        // 63 MB/s on 10 MB of English with cl100k, against 75 for this).
+        // Four steps, so that the Python side of the work is shared by the
+        // threads as far as it can be:
+        // 1. Encode, without the GIL: this thread and `threads - 1` pool
+        //    threads take runs of neighbouring documents in turn. This thread
+        //    first makes the batch's lists, empty (see `empty_list`), and
+        //    checks for Ctrl-C between its runs.
+        // 2. With the GIL, give each list room for its items (`give_room`).
+        // 3. Without the GIL, the threads write the items: pointers to the
+        //    shared ints. Each thread tallies how often it names each id.
+        // 4. With the GIL, raise each shared int's reference count by the
+        //    tallies (once per id, not once per item) and set the lengths.
+        // Why: the items are 2.3M ids for 10 MB of English. When this thread
+        // alone wrote them, counting each reference under the GIL (a pipeline
+        // that listed each run as it finished), 2 threads ran 1.4x one from
+        // Python against 1.8x for the Rust part alone. And making the lists
+        // before encoding: a caller that keeps its results (a training
+        // pipeline gathering ids, our benchmark) has the last batch's lists
+        // young when the next batch starts, and the collection of young
+        // objects that our allocations set off traverses every id in them:
+        // 12 ms of a 60 ms batch of 10 MB on 2 threads (`gc.disable()` as
+        // the control). Made first, the lists set it off while the other
+        // threads encode; the collector's schedule is unchanged.
+        // Writing items without the GIL is sound because a list is ours alone
+        // until we return it: new, untracked by the garbage collector (see
+        // `untracked`), known to no other code, of length 0 until written;
+        // and the ints it names cannot die meanwhile: `self.ints` holds a
+        // reference to each.
         let threads = pool.current_num_threads();
         let workers = if threads > 1 { Some(guard(|| thread_pool(threads - 1))?) } else { None };
         let sizes: Vec<usize> = texts.iter().map(|t| t.len()).collect();
@@ -443,45 +546,45 @@ impl CoreBPE {
         // (`&mut _`, not `&mut Memo<'_>`: a written lifetime would make the
         // closure accept memos of any lifetime, which the borrowed texts
         // cannot outlive.)
-        let encode_run = move |k: usize, memo: &mut _| guard(|| self.enc.encode_each(&texts[runs[k].clone()], allowed, memo));
-        let lists = py.allow_threads(|| -> PyResult<Vec<Py<PyList>>> {
+        let encode_run = move |k: usize, memo: &mut _| {
+            let ids = guard(|| self.enc.encode_each(&texts[runs[k].clone()], allowed, memo));
+            if ids.is_err() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            ids
+        };
+        // 1. Encode (and make the lists).
+        let (ids, lists) = py.allow_threads(|| -> PyResult<_> {
             let (tx, rx) = std::sync::mpsc::channel();
-            let mut done: Vec<Vec<Py<PyList>>> = runs.iter().map(|_| Vec::new()).collect();
+            let mut done: Vec<Vec<Vec<Rank>>> = runs.iter().map(|_| Vec::new()).collect();
+            let mut lists = Vec::new();
             let mut outcome = Ok(());
-            let mut list = |k: usize, ids: PyResult<Vec<Vec<Rank>>>| {
-                if outcome.is_err() {
-                    return;
-                }
-                let made = ids.and_then(|ids| {
-                    Python::with_gil(|py| {
-                        // Ctrl-C is seen here, on the calling thread, between runs.
-                        py.check_signals()?;
-                        done[k] = ids.iter().map(|v| Ok(untracked(self.list(py, v)?))).collect::<PyResult<_>>()?;
-                        Ok(())
-                    })
-                });
-                if let Err(e) = made {
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                    outcome = Err(e);
-                }
+            let mut keep = |k: usize, ids: PyResult<Vec<Vec<Rank>>>| match ids {
+                Ok(ids) => done[k] = ids,
+                Err(e) if outcome.is_ok() => outcome = Err(e),
+                Err(_) => {}
             };
             let mut this_thread = |rx: std::sync::mpsc::Receiver<(usize, PyResult<Vec<Vec<Rank>>>)>| {
-                let mut memo = Memo::default();
-                loop {
-                    // Other threads' finished runs first: only this thread can
-                    // list them, and they hold memory until it does.
-                    if let Ok((k, ids)) = rx.try_recv() {
-                        list(k, ids);
-                    } else if let Some(k) = take() {
-                        list(k, encode_run(k, &mut memo));
-                    } else {
-                        break;
+                let made = Python::with_gil(|py| (0..texts.len()).map(|_| empty_list(py)).collect());
+                match made {
+                    Ok(made) => lists = made,
+                    Err(e) => {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        keep(0, Err(e));
                     }
                 }
-                // No run is left to take: list the others' last ones as they
-                // finish (the channel closes when every worker is done).
+                let mut memo = Memo::default();
+                while let Some(k) = take() {
+                    // Ctrl-C is seen on the calling thread only: here.
+                    if let Err(e) = Python::with_gil(|py| py.check_signals()) {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        keep(k, Err(e));
+                        break;
+                    }
+                    keep(k, encode_run(k, &mut memo));
+                }
                 for (k, ids) in rx {
-                    list(k, ids);
+                    keep(k, ids);
                 }
             };
             match &workers {
@@ -503,14 +606,67 @@ impl CoreBPE {
                     this_thread(rx);
                 }),
             }
-            outcome.map(|()| done.into_iter().flatten().collect())
+            outcome.map(|()| (done.into_iter().flatten().collect::<Vec<Vec<Rank>>>(), lists))
         })?;
-        let out = PyList::new(py, &lists)?;
-        for list in &lists {
-            // SAFETY: each list was untracked once, by `untracked`.
-            unsafe { pyo3::ffi::PyObject_GC_Track(list.as_ptr().cast()) };
+        let ints = self.ints(py)?;
+        // 2. Room for the items.
+        let items = lists.iter().zip(&ids).map(|(l, v)| give_room(l, v.len())).collect::<PyResult<Vec<_>>>()?;
+        let n_ids: usize = ids.iter().map(Vec::len).sum();
+        if n_ids < ints.len() {
+            // Fewer ids than the vocabulary has: the tallies (a counter per
+            // id and thread, zeroed, then read) would cost more than the
+            // items, which are written here, a reference counted for each.
+            for ((list, v), items) in lists.iter().zip(&ids).zip(&items) {
+                for (i, &id) in v.iter().enumerate() {
+                    let p = ints[id as usize].clone_ref(py).into_ptr();
+                    // SAFETY: the list has room for v.len() items.
+                    unsafe { *items.0.add(i) = p };
+                }
+                // SAFETY: the GIL is held; every item is written and counted.
+                unsafe { set_len(list, v.len()) };
+            }
+            return Ok(batch_result(py, lists)?.into_any().unbind());
         }
-        Ok(out.into_any().unbind())
+        // 3. The items, the documents shared out so each thread writes about
+        // as many ids.
+        let shares = shares(&ids, threads);
+        let (ids, items, shares) = (&ids, &items, &shares);
+        let tallies = py.allow_threads(|| {
+            guard(|| {
+                Ok(pool.broadcast(|ctx| {
+                    // usize: a u32 could wrap on a batch of 4G tokens, and a
+                    // count too low frees an int still in use.
+                    let mut tally = vec![0usize; ints.len()];
+                    for d in shares[ctx.index()].clone() {
+                        for (i, &id) in ids[d].iter().enumerate() {
+                            // SAFETY: list d has room for ids[d].len() items,
+                            // written here by this thread alone.
+                            unsafe { *items[d].0.add(i) = ints[id as usize].as_ptr() };
+                            tally[id as usize] += 1;
+                        }
+                    }
+                    tally
+                }))
+            })
+        })?; // (A panic part way leaves lists of length 0: freed as they are.)
+        // 4. The counts, then the lengths.
+        for tally in &tallies {
+            for (id, &n) in tally.iter().enumerate() {
+                let p = ints[id].as_ptr();
+                for _ in 0..n {
+                    // SAFETY: the GIL is held; a reference for each item
+                    // written above that names this int. (A loop, not one
+                    // addition: Python 3.12's immortal small ints must not
+                    // have their count changed, which Py_INCREF knows.)
+                    unsafe { pyo3::ffi::Py_INCREF(p) };
+                }
+            }
+        }
+        for (list, v) in lists.iter().zip(ids) {
+            // SAFETY: the GIL is held; every item is written and counted.
+            unsafe { set_len(list, v.len()) };
+        }
+        Ok(batch_result(py, lists)?.into_any().unbind())
     }
 
     /// The first of `tokens` found in `text` (leftmost), or None.

@@ -1,6 +1,7 @@
 """Encoding and decoding: round trips, special tokens, long pieces, errors."""
 
 import gc
+import sys
 import threading
 import time
 import weakref
@@ -170,6 +171,39 @@ def test_encode_batch_lists_are_ordinary_collectable_lists(tok):
         del lists, marker
         gc.collect()
         assert alive() is None
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_encode_batch_counts_a_reference_per_item(tok, threads, size):
+    # encode_batch writes the items of its lists itself. Past one id per
+    # vocabulary entry it writes them on all its threads, and raises each
+    # int's reference count once per id, from per-thread tallies; below, one
+    # count per item. A count too low would free an int a list still holds;
+    # too high, leak it. Both show in sys.getrefcount of the ints that encode
+    # returns (the tokenizer shares one int object per id).
+    texts = [p.read_text()[:20_000] for p in CORPUS_FILES] * 10
+    if size == "small":
+        texts = [t[:300] for t in texts[: len(CORPUS_FILES)]]
+    expected = [tok.encode(t) for t in texts]
+    assert (sum(map(len, expected)) > 2 * tok.n_vocab) == (size == "large")
+    ints = {i: ids[k] for ids in expected for k, i in enumerate(ids)}  # one object per id
+    # Ids above Python's own small ints (-5..256), whose counts anything may
+    # change (and which 3.12 makes immortal); counts kept in lists, by
+    # position: a dict keyed by the ids would itself refer to each of them.
+    objs = [x for i, x in ints.items() if i > 256]
+    assert len(objs) > (500 if size == "large" else 20)
+    n = [sum(ids.count(x) for ids in expected) for x in objs]
+    before = [sys.getrefcount(x) for x in objs]
+    got = tok.encode_batch(texts, num_threads=threads)
+    assert got == expected
+    shared = all(got[d][k] is ints[i] for d, ids in enumerate(got) for k, i in enumerate(ids))
+    after = [sys.getrefcount(x) for x in objs]  # (not in a zip: its tuple refers to x)
+    added = [a - b for a, b in zip(after, before)]
+    assert shared
+    assert added == n
+    del got
+    assert [sys.getrefcount(x) for x in objs] == before
+
 
 def test_threads_share_one_tokenizer(tok):
     texts = [p.read_text()[:30_000] for p in CORPUS_FILES]
