@@ -548,6 +548,7 @@ impl CoreBPE {
         // cannot outlive.)
         let encode_run = move |k: usize, memo: &mut _| {
             let ids = guard(|| self.enc.encode_each(&texts[runs[k].clone()], allowed, memo));
+            // Stops the batch at once, before `keep` sees a worker's error.
             if ids.is_err() {
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             }
@@ -559,25 +560,25 @@ impl CoreBPE {
             let mut done: Vec<Vec<Vec<Rank>>> = runs.iter().map(|_| Vec::new()).collect();
             let mut lists = Vec::new();
             let mut outcome = Ok(());
+            // A run's ids, or the batch's first error (which stops it).
             let mut keep = |k: usize, ids: PyResult<Vec<Vec<Rank>>>| match ids {
                 Ok(ids) => done[k] = ids,
-                Err(e) if outcome.is_ok() => outcome = Err(e),
-                Err(_) => {}
+                Err(e) => {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    if outcome.is_ok() {
+                        outcome = Err(e);
+                    }
+                }
             };
             let mut this_thread = |rx: std::sync::mpsc::Receiver<(usize, PyResult<Vec<Vec<Rank>>>)>| {
-                let made = Python::with_gil(|py| (0..texts.len()).map(|_| empty_list(py)).collect());
-                match made {
+                match Python::with_gil(|py| (0..texts.len()).map(|_| empty_list(py)).collect()) {
                     Ok(made) => lists = made,
-                    Err(e) => {
-                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                        keep(0, Err(e));
-                    }
+                    Err(e) => keep(0, Err(e)),
                 }
                 let mut memo = Memo::default();
                 while let Some(k) = take() {
                     // Ctrl-C is seen on the calling thread only: here.
                     if let Err(e) = Python::with_gil(|py| py.check_signals()) {
-                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
                         keep(k, Err(e));
                         break;
                     }
@@ -616,53 +617,52 @@ impl CoreBPE {
             // Fewer ids than the vocabulary has: the tallies (a counter per
             // id and thread, zeroed, then read) would cost more than the
             // items, which are written here, a reference counted for each.
-            for ((list, v), items) in lists.iter().zip(&ids).zip(&items) {
+            for (v, items) in ids.iter().zip(&items) {
                 for (i, &id) in v.iter().enumerate() {
-                    let p = ints[id as usize].clone_ref(py).into_ptr();
                     // SAFETY: the list has room for v.len() items.
-                    unsafe { *items.0.add(i) = p };
+                    unsafe { *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr() };
                 }
-                // SAFETY: the GIL is held; every item is written and counted.
-                unsafe { set_len(list, v.len()) };
             }
-            return Ok(batch_result(py, lists)?.into_any().unbind());
-        }
-        // 3. The items, the documents shared out so each thread writes about
-        // as many ids.
-        let shares = shares(&ids, threads);
-        let (ids, items, shares) = (&ids, &items, &shares);
-        let tallies = py.allow_threads(|| {
-            guard(|| {
-                Ok(pool.broadcast(|ctx| {
-                    // usize: a u32 could wrap on a batch of 4G tokens, and a
-                    // count too low frees an int still in use.
-                    let mut tally = vec![0usize; ints.len()];
-                    for d in shares[ctx.index()].clone() {
-                        for (i, &id) in ids[d].iter().enumerate() {
-                            // SAFETY: list d has room for ids[d].len() items,
-                            // written here by this thread alone.
-                            unsafe { *items[d].0.add(i) = ints[id as usize].as_ptr() };
-                            tally[id as usize] += 1;
+        } else {
+            // 3. The items, the documents shared out so each thread writes
+            // about as many ids.
+            let shares = shares(&ids, threads);
+            let (ids, items, shares) = (&ids, &items, &shares);
+            let tallies = py.allow_threads(|| {
+                guard(|| {
+                    Ok(pool.broadcast(|ctx| {
+                        // usize: a u32 could wrap on a batch of 4G tokens, and
+                        // a count too low frees an int still in use.
+                        let mut tally = vec![0usize; ints.len()];
+                        for d in shares[ctx.index()].clone() {
+                            for (i, &id) in ids[d].iter().enumerate() {
+                                // SAFETY: list d has room for ids[d].len()
+                                // items, written here by this thread alone.
+                                unsafe { *items[d].0.add(i) = ints[id as usize].as_ptr() };
+                                tally[id as usize] += 1;
+                            }
                         }
+                        tally
+                    }))
+                })
+            })?;
+            // (A panic part way leaves lists of length 0: freed as they are.)
+            // 4. The counts.
+            for tally in &tallies {
+                for (id, &n) in tally.iter().enumerate() {
+                    let p = ints[id].as_ptr();
+                    for _ in 0..n {
+                        // SAFETY: the GIL is held; a reference for each item
+                        // written above that names this int. (A loop, not one
+                        // addition: Python 3.12's immortal small ints must not
+                        // have their count changed, which Py_INCREF knows.)
+                        unsafe { pyo3::ffi::Py_INCREF(p) };
                     }
-                    tally
-                }))
-            })
-        })?; // (A panic part way leaves lists of length 0: freed as they are.)
-        // 4. The counts, then the lengths.
-        for tally in &tallies {
-            for (id, &n) in tally.iter().enumerate() {
-                let p = ints[id].as_ptr();
-                for _ in 0..n {
-                    // SAFETY: the GIL is held; a reference for each item
-                    // written above that names this int. (A loop, not one
-                    // addition: Python 3.12's immortal small ints must not
-                    // have their count changed, which Py_INCREF knows.)
-                    unsafe { pyo3::ffi::Py_INCREF(p) };
                 }
             }
         }
-        for (list, v) in lists.iter().zip(ids) {
+        // The lengths, now that every item is written and counted.
+        for (list, v) in lists.iter().zip(&ids) {
             // SAFETY: the GIL is held; every item is written and counted.
             unsafe { set_len(list, v.len()) };
         }
