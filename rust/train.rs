@@ -294,6 +294,54 @@ type Pair<S> = (S, S);
 /// million entries; this saved ~50 MB there and a third of the heap's time.
 struct PairHeap<S> {
     items: Vec<Entry<S>>,
+    /// The number of entries after the last rebuild.
+    built: usize,
+}
+
+/// The floor for a heap of about `heap_pairs` pairs, given every pair's
+/// count: the highest count such that at least that many pairs (or all
+/// pairs) are counted at least as often, rounded down to one of 8 steps per
+/// power of two; never below 2 while some pair is counted twice or more. 1 if
+/// no pair is.
+///
+/// From a histogram of the counts, not a sort of them: that needs no array
+/// of a million counts beside the pairs at their most numerous.
+fn floor_for(counts: impl Iterator<Item = i64>, heap_pairs: usize) -> i64 {
+    let mut histogram = [0usize; CLASSES];
+    for c in counts {
+        histogram[class(c.max(1))] += 1;
+    }
+    let mut above = 0;
+    for c in (2..CLASSES).rev() {
+        above += histogram[c];
+        if above >= heap_pairs || (c == 2 && above > 0) {
+            return low(c);
+        }
+    }
+    1
+}
+
+/// Count classes: a count below 16 is its own class; larger ones fall in 8
+/// classes per bit length, by the three bits after the leading one.
+const CLASSES: usize = 16 + 59 * 8;
+
+/// The class of a count (1 ..= i64::MAX).
+fn class(c: i64) -> usize {
+    let c = c as u64;
+    if c < 16 {
+        return c as usize;
+    }
+    let bits = 64 - c.leading_zeros() as usize;
+    16 + (bits - 5) * 8 + ((c >> (bits - 4)) & 7) as usize
+}
+
+/// The least count of a class.
+fn low(class: usize) -> i64 {
+    if class < 16 {
+        return class as i64;
+    }
+    let (bits, step) = ((class - 16) / 8 + 5, (class - 16) % 8);
+    (8 + step as i64) << (bits - 4)
 }
 
 /// A heap entry: a pair, its count when pushed, and the first 4 bytes of its
@@ -338,6 +386,7 @@ impl<S: Symbol> PairHeap<S> {
         for i in (0..self.items.len() / 2).rev() {
             self.sift_down(vocab, i);
         }
+        self.built = self.items.len();
     }
 
     fn push(&mut self, vocab: &[Arc<[u8]>], count: u64, pair: Pair<S>) {
@@ -479,11 +528,21 @@ struct Words<S> {
     live: usize,
 }
 
+/// 12 bytes: the count is a `u32`, and a chunk counted more often than that
+/// (only in corpora of tens of GB) becomes several words with the same bytes,
+/// whose counts add up to its own: every pair count, and so every merge, is
+/// the same. With a `u64` count the record took 16 bytes: 5 MB more on the
+/// 1.33M words of the benchmark's 1 GB scale file.
 #[derive(Clone, Copy)]
 struct Word {
-    freq: u64,
+    freq: u32,
     start: u32,
     len: u32,
+}
+
+/// How many words a chunk counted `freq` times becomes (see [`Word`]).
+fn pieces(freq: u64) -> usize {
+    freq.div_ceil(u64::from(u32::MAX)) as usize
 }
 
 impl<S: Symbol> Words<S> {
@@ -491,10 +550,10 @@ impl<S: Symbol> Words<S> {
         // Words of one byte have no pairs and can never change: dropped.
         // Sized exactly first, so the buffers never double while filling.
         let (mut n, mut total) = (0, 0);
-        counts.for_each(|b, _| {
+        counts.for_each(|b, freq| {
             if b.len() >= 2 {
-                n += 1;
-                total += b.len();
+                n += pieces(freq);
+                total += b.len() * pieces(freq);
             }
         });
         // Word ids and offsets are u32 (they fill the per-pair word lists).
@@ -505,10 +564,14 @@ impl<S: Symbol> Words<S> {
             ));
         }
         let mut w = Words { symbols: Vec::with_capacity(total), meta: Vec::with_capacity(n), live: total };
-        counts.drain(|bytes, freq| {
+        counts.drain(|bytes, mut freq| {
             if bytes.len() >= 2 {
-                w.meta.push(Word { start: w.symbols.len() as u32, freq, len: bytes.len() as u32 });
-                w.symbols.extend(bytes.iter().map(|&b| S::from_id(u32::from(b))));
+                while freq > 0 {
+                    let part = freq.min(u64::from(u32::MAX));
+                    freq -= part;
+                    w.meta.push(Word { start: w.symbols.len() as u32, freq: part as u32, len: bytes.len() as u32 });
+                    w.symbols.extend(bytes.iter().map(|&b| S::from_id(u32::from(b))));
+                }
             }
         });
         Ok(w)
@@ -567,7 +630,7 @@ impl<S: Symbol> Words<S> {
 /// arena, and the peak of training to 50k tokens (`examples/profile`) went
 /// 214 -> 197 MB on 1 GB of mixed text (2M buckets), 124 -> 115 MB on
 /// FLORES-200 and 49 -> 45 MB on 100 MB of English.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct PairInfo {
     /// The count over all words, as (low, high) halves of an `i64`: see above.
     count: [u32; 2],
@@ -829,7 +892,8 @@ impl Lists {
     /// ids. Shrinking the array instead would copy it into a smaller one, and
     /// that copy, made when the pair map is full-size, raised the peak
     /// (128 -> 155 MB on FLORES-200).
-    fn compact<S: Symbol>(&mut self, pairs: &mut FxHashMap<Pair<S>, PairInfo>, min_bytes: usize) {
+    /// `infos`: every pair's record, in the map and cold alike.
+    fn compact<'a>(&mut self, infos: impl Iterator<Item = &'a mut PairInfo>, min_bytes: usize) {
         let len = self.arena.len();
         if len > min_bytes && 4 * self.dead > len {
             // In the order of their offsets, each list moves down to where
@@ -837,8 +901,7 @@ impl Lists {
             // to the end with twice the room).
             // (Sorted with each offset beside its record: a key read through
             // the reference was a cache miss per comparison.)
-            let mut live: Vec<(u32, &mut PairInfo)> =
-                pairs.values_mut().filter(|i| i.in_arena()).map(|i| (i.slots[0], i)).collect();
+            let mut live: Vec<(u32, &mut PairInfo)> = infos.filter(|i| i.in_arena()).map(|i| (i.slots[0], i)).collect();
             live.sort_unstable_by_key(|&(at, _)| at);
             let mut to = 0;
             for (_, info) in live {
@@ -851,6 +914,113 @@ impl Lists {
             self.dead = 0;
             release_spare(&self.arena);
         }
+    }
+}
+
+/// The pairs kept out of the pair map ("cold"): below the heap's floor, and
+/// unable to gain occurrences. Each keeps its record (count and word list),
+/// the count being an upper bound: the words that lose a cold pair do not
+/// update it.
+///
+/// **Why a pair can only lose occurrences:** a merge makes new pairs only
+/// around its new token, so once the merge that made the later of a pair's
+/// two tokens is done, the pair gains nothing more; it can only lose
+/// occurrences, as its words are merged. The one exception is a merge that
+/// reuses an existing id (same bytes reached again, see `learn`): the cold
+/// pairs holding that id are thawed first.
+///
+/// **Why:** merging makes about a pair per word (1.14M pairs from 1.33M words
+/// on the benchmark's 1 GB scale file, 850k on FLORES-200), and few of them
+/// ever come near the top. In the map, with its slack, they took 52 MB of
+/// table (2M buckets of 24 bytes). Here they take 24 bytes each, in blocks of
+/// [`COLD_BLOCK`] (no doubling copy), and the map keeps only the pairs that
+/// may win soon. A cold pair costs nothing when its words are merged either
+/// (its count is not kept exact).
+///
+/// **Thawing:** when the floor drops, the cold pairs whose bound reaches it
+/// get their exact count back from their word lists (see [`recount`]) and
+/// rejoin the map.
+struct Cold<S> {
+    blocks: Vec<Vec<(Pair<S>, PairInfo)>>,
+}
+
+/// Entries per block of [`Cold`] (24 KB with `u16` symbols).
+const COLD_BLOCK: usize = 1024;
+
+impl<S: Symbol> Cold<S> {
+    fn len(&self) -> usize {
+        self.blocks.iter().map(Vec::len).sum()
+    }
+
+    fn push(&mut self, pair: Pair<S>, info: PairInfo) {
+        if self.blocks.last().is_none_or(|b| b.len() == COLD_BLOCK) {
+            self.blocks.push(Vec::with_capacity(COLD_BLOCK));
+        }
+        self.blocks.last_mut().expect("just made").push((pair, info));
+    }
+
+    fn counts(&self) -> impl Iterator<Item = i64> + '_ {
+        self.blocks.iter().flatten().map(|(_, info)| info.count())
+    }
+
+    fn infos_mut(&mut self) -> impl Iterator<Item = &mut PairInfo> {
+        self.blocks.iter_mut().flatten().map(|(_, info)| info)
+    }
+
+    /// Removes the entries for which `take` holds, handing each to `f`; the
+    /// rest slide down, in order, so that every block but the last is full.
+    fn extract(&mut self, take: impl Fn(Pair<S>, &PairInfo) -> bool, mut f: impl FnMut(Pair<S>, PairInfo)) {
+        let total = self.len();
+        let mut kept = 0;
+        for i in 0..total {
+            let e = self.blocks[i / COLD_BLOCK][i % COLD_BLOCK];
+            if take(e.0, &e.1) {
+                f(e.0, e.1);
+            } else {
+                self.blocks[kept / COLD_BLOCK][kept % COLD_BLOCK] = e;
+                kept += 1;
+            }
+        }
+        self.blocks.truncate(kept.div_ceil(COLD_BLOCK));
+        if let Some(last) = self.blocks.last_mut() {
+            last.truncate(kept - (kept - 1) / COLD_BLOCK * COLD_BLOCK);
+        }
+    }
+}
+
+/// The exact count of `pair` over the words of its list: a cold pair's
+/// stored count is an upper bound (see [`Cold`]). Counted as the map counts:
+/// every adjacent position, times the word's count. A list may name a word
+/// twice (see `Lists`): each is counted once. `buf` is scratch.
+fn recount<S: Symbol>(words: &Words<S>, lists: &Lists, pair: Pair<S>, info: &PairInfo, buf: &mut Vec<u32>) -> i64 {
+    buf.clear();
+    lists.read(info, buf);
+    buf.sort_unstable();
+    buf.dedup();
+    buf.iter()
+        .map(|&w| {
+            let n = words.word(w as usize).windows(2).filter(|x| (x[0], x[1]) == pair).count();
+            n as i64 * words.meta[w as usize].freq as i64
+        })
+        .sum()
+}
+
+/// Puts a pair taken from [`Cold`] back in the map with its exact count, or
+/// drops it (and its list) if no word holds it any more.
+fn thaw<S: Symbol>(
+    pair: Pair<S>,
+    info: &mut PairInfo,
+    pairs: &mut FxHashMap<Pair<S>, PairInfo>,
+    lists: &mut Lists,
+    words: &Words<S>,
+    scratch: &mut Vec<u32>,
+) {
+    let c = recount(words, lists, pair, info, scratch);
+    if c > 0 {
+        info.set_count(c);
+        pairs.insert(pair, *info);
+    } else {
+        lists.free(info);
     }
 }
 
@@ -968,23 +1138,33 @@ pub fn learn_merges(
     on_token: impl FnMut(usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
     if target <= 1 << 16 {
-        learn::<u16>(counts, target, on_token, MIN_SLIDE)
+        learn::<u16>(counts, target, on_token, Tuning::DEFAULT)
     } else {
-        learn::<u32>(counts, target, on_token, MIN_SLIDE)
+        learn::<u32>(counts, target, on_token, Tuning::DEFAULT)
     }
 }
 
-/// Arrays shorter than this many bytes are never slid (see [`Words::compact`]
-/// and [`Lists::compact`]): there is little to give back. Tests pass 0 to
-/// slide small inputs too.
-const MIN_SLIDE: usize = 1 << 18;
+/// Sizes that tune the merge loop's memory and speed, never its result
+/// (tests pass small ones, to exercise on small inputs what they govern).
+#[derive(Clone, Copy)]
+struct Tuning {
+    /// Arrays shorter than this many bytes are never slid (see
+    /// [`Words::compact`] and [`Lists::compact`]): there is little to give back.
+    min_slide: usize,
+    /// About how many pairs the heap is built with (see [`floor_for`]).
+    heap_pairs: usize,
+}
+
+impl Tuning {
+    const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 16 };
+}
 
 /// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.
 fn learn<S: Symbol>(
     counts: ChunkCounts,
     target: usize,
     mut on_token: impl FnMut(usize) -> Result<(), String>,
-    min_slide: usize,
+    tuning: Tuning,
 ) -> Result<Vec<Merge>, String> {
     let mut words = Words::<S>::new(counts)?;
     let (mut pairs, mut lists) = initial_pairs(&words)?;
@@ -993,29 +1173,67 @@ fn learn<S: Symbol>(
     let mut ids: FxHashMap<Arc<[u8]>, u32> =
         vocab.iter().enumerate().map(|(i, b)| (b.clone(), i as u32)).collect();
 
-    // Pairs that occur once are half of all pairs on multilingual text, and
-    // none of them can win while a pair occurring twice exists. So the heap
-    // holds only pairs with a count of at least `floor` (2); if it runs
-    // empty, the floor drops to 1 and the heap is rebuilt from all pairs.
-    // (Exact: every pair at or above the floor always has an entry.)
-    let mut floor: i64 = 2;
-    // The heap's array is reserved at its largest likely size at once (about
-    // a pair per word by 50k merges, and as many stale entries at most, see
-    // below): reserved space costs address space, not memory, until written.
-    // Grown by doubling instead, its last copy (old and new array resident
-    // together, 17 MB on 1 GB of mixed text) was the peak of the whole
-    // training there.
-    let mut heap = PairHeap { items: Vec::with_capacity(2 * words.count() + 4096) };
-    heap.rebuild(&vocab, &pairs, floor);
+    // The heap holds only the pairs counted at least `floor` times, a floor
+    // picked (see `floor_for`) so that about `heap_pairs` pairs are above it;
+    // the pair map holds those and the pairs that may still gain occurrences
+    // (made by the last merge); the other pairs are cold (see `Cold`). When
+    // the heap runs empty, every pair left is below the floor: a lower one is
+    // picked, cold pairs that reach it are thawed, and the heap is rebuilt.
+    // (Exact: every pair at or above the floor is in the map and has a heap
+    // entry, so the top is the winner.)
+    //
+    // Why not every pair in the heap: on the benchmark's 1 GB scale file
+    // every pair occurs at least 4 times (the corpora are repeated), so a
+    // floor of 2 kept all 1.1M pairs in the heap, 21 MB, while 50k merges
+    // drew from the top few thousand. Pairs that occur once, half of all
+    // pairs on multilingual text, never win while one occurring twice
+    // exists: the floor is never below 2 while there is one.
+    let mut cold = Cold { blocks: Vec::new() };
+    let mut floor = i64::MAX;
+    let mut heap = PairHeap { items: Vec::with_capacity(2 * tuning.heap_pairs + 4096), built: 0 };
+    // Moves the floor, keeping the rule above: cold pairs that reach a lower
+    // floor are thawed; pairs in the map below the new floor go cold; the
+    // heap is rebuilt from the map.
+    let refloor = |new: i64,
+                   floor: &mut i64,
+                   pairs: &mut FxHashMap<Pair<S>, PairInfo>,
+                   cold: &mut Cold<S>,
+                   lists: &mut Lists,
+                   words: &Words<S>,
+                   heap: &mut PairHeap<S>,
+                   vocab: &[Arc<[u8]>]| {
+        if new < *floor {
+            let mut scratch = Vec::new();
+            cold.extract(
+                |_, info| info.count() >= new,
+                |p, mut info| thaw(p, &mut info, pairs, lists, words, &mut scratch),
+            );
+        }
+        *floor = new;
+        pairs.retain(|&p, info| {
+            let keep = info.count() >= new;
+            if !keep {
+                cold.push(p, *info);
+            }
+            keep
+        });
+        if pairs.capacity() > 4 * pairs.len() + 4096 {
+            pairs.shrink_to(2 * pairs.len());
+        }
+        heap.rebuild(vocab, pairs, new);
+    };
+    let first = floor_for(pairs.values().map(PairInfo::count), tuning.heap_pairs);
+    refloor(first, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
 
     let mut merges = Vec::new();
     let mut delta: FxHashMap<Pair<S>, i64> = FxHashMap::default();
     let mut affected: Vec<u32> = Vec::new();
     while vocab.len() < target {
         let Some((count, pair)) = heap.pop(&vocab) else {
-            if floor > 1 && !pairs.is_empty() {
-                floor = 1;
-                heap.rebuild(&vocab, &pairs, floor);
+            if floor > 1 && !(pairs.is_empty() && cold.blocks.is_empty()) {
+                // Every pair left is below the floor: the next floor is lower.
+                let new = floor_for(pairs.values().map(PairInfo::count).chain(cold.counts()), tuning.heap_pairs);
+                refloor(new, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
                 continue;
             }
             break; // corpus exhausted
@@ -1033,7 +1251,14 @@ fn learn<S: Symbol>(
         let mut bytes = vocab[pair.0.id()].to_vec();
         bytes.extend_from_slice(&vocab[pair.1.id()]);
         let new = match ids.get(&bytes[..]) {
-            Some(&id) => id, // duplicate: same bytes reached by another path
+            Some(&id) => {
+                // Duplicate: same bytes reached by another path. The pairs
+                // holding `id` can gain occurrences again: none may stay cold.
+                let holds = |p: Pair<S>, _: &PairInfo| p.0.id() == id as usize || p.1.id() == id as usize;
+                let mut scratch = Vec::new();
+                cold.extract(holds, |p, mut info| thaw(p, &mut info, &mut pairs, &mut lists, &words, &mut scratch));
+                id
+            }
             None => {
                 let id = vocab.len() as u32;
                 let bytes: Arc<[u8]> = Arc::from(bytes);
@@ -1097,39 +1322,43 @@ fn learn<S: Symbol>(
             if d == 0 || p == pair {
                 continue;
             }
-            let info = pairs.entry(p).or_default();
+            if d < 0 {
+                // A pair that lost occurrences. A cold one (not in the map)
+                // keeps its count as an upper bound. One in the map keeps its
+                // heap entry (now too high), which is fixed when popped.
+                let Some(info) = pairs.get_mut(&p) else { continue };
+                let c = info.count() + d;
+                info.set_count(c);
+                if c <= 0 {
+                    // Gone from every word: its (all stale) word list goes too.
+                    let gone = pairs.remove(&p).expect("present");
+                    lists.free(&gone);
+                }
+                continue;
+            }
+            // A pair this merge made (it holds `new`; the word loop put it
+            // in the map) or, after a duplicate, one that gained.
+            let info = pairs.get_mut(&p).expect("made by the word loop");
             let c = info.count() + d;
             info.set_count(c);
-            if c <= 0 {
-                // Gone from every word: its (all stale) word list goes too.
-                let gone = pairs.remove(&p).expect("present");
-                lists.free(&gone);
-            } else if d > 0 && c >= floor {
-                // A count that grew needs a fresh entry; one that shrank keeps
-                // its (now too high) entry, which is fixed when popped.
+            if c >= floor {
                 heap.push(&vocab, c as u64, p);
+            } else {
+                // It can only lose occurrences from now on: cold.
+                let info = pairs.remove(&p).expect("present");
+                cold.push(p, info);
             }
         }
-        // Stale entries pile up (a pair pushed again each time its count
-        // grows). When they outnumber the live pairs, rebuild.
-        if heap.items.len() > 2 * pairs.len() + 4096 {
-            heap.rebuild(&vocab, &pairs, floor);
+        // Entries pile up: stale ones (a pair pushed again each time its
+        // count grows) and new pairs above the floor. When the heap has grown
+        // to twice its size at the last rebuild, rebuild it, with a floor
+        // picked afresh (higher, if counts above the old one are plenty).
+        if heap.items.len() > 2 * heap.built + 4096 {
+            let new = floor_for(pairs.values().map(PairInfo::count).chain(cold.counts()), tuning.heap_pairs);
+            refloor(new, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
         }
-        lists.compact(&mut pairs, min_slide);
-        words.compact(min_slide);
-        if pairs.capacity() < words.count() && 8 * pairs.len() > words.count() {
-            // Merging makes new pairs (on FLORES-200: 12k byte pairs at the
-            // start, 850k after 50k merges, from 734k words), and each time
-            // the map outgrows its table it holds the old and the doubled
-            // table at once. That moment was the peak of the whole training
-            // on FLORES-200 (24 MB above the steady state, at merge ~7500).
-            // So the map grows once, to about the size it reaches at a 50k
-            // vocabulary (0.9-1.2 pairs per word on the benchmark's corpora),
-            // when it holds an eighth of that: early enough that the old
-            // table is small, late enough that the byte-pair lists (largest
-            // at the start) have begun to die.
-            pairs.reserve(words.count() - pairs.len());
-        }
+        lists.compact(pairs.values_mut().chain(cold.infos_mut()), tuning.min_slide);
+        words.compact(tuning.min_slide);
     }
     Ok(merges)
 }
@@ -1194,6 +1423,17 @@ mod tests {
     }
 
     #[test]
+    fn counts_beyond_32_bits_add_up() {
+        // Each chunk becomes several words of at most u32::MAX; their counts
+        // must add up: "ab" (2^33 + 1) beats "cd" (2^33), which beats "ef"
+        // (2^32 + 7, more than a u32 holds).
+        let counts = counts_of(&[("cd", 1 << 33), ("ef", (1 << 32) + 7), ("ab", (1 << 33) + 1)]);
+        let merges = learn_merges(counts, 259, |_| Ok(())).unwrap();
+        let got: Vec<(u32, u32)> = merges.iter().map(|m| (m.left, m.right)).collect();
+        assert_eq!(got, vec![(97, 98), (99, 100), (101, 102)]);
+    }
+
+    #[test]
     fn stops_when_the_corpus_is_exhausted() {
         let merges = learn_merges(counts_of(&[("ab", 5)]), 1000, |_| Ok(())).unwrap();
         assert_eq!(merges.len(), 1);
@@ -1216,14 +1456,47 @@ mod tests {
         }
         let s = Splitter::new(GPT4_PATTERN).unwrap();
         let counts = count_documents(&s, &[&text], false).unwrap();
-        let narrow = learn::<u16>(counts.clone(), 3000, |_| Ok(()), MIN_SLIDE).unwrap();
-        let wide = learn::<u32>(counts.clone(), 3000, |_| Ok(()), MIN_SLIDE).unwrap();
+        let narrow = learn::<u16>(counts.clone(), 3000, |_| Ok(()), Tuning::DEFAULT).unwrap();
+        let wide = learn::<u32>(counts.clone(), 3000, |_| Ok(()), Tuning::DEFAULT).unwrap();
         assert!(narrow.len() > 1000, "{}", narrow.len());
         assert_eq!(narrow, wide);
         // Sliding the words and lists down whenever a quarter is unused, at
         // any size, changes nothing.
-        let sliding = learn::<u16>(counts, 3000, |_| Ok(()), 0).unwrap();
+        let sliding = learn::<u16>(counts, 3000, |_| Ok(()), Tuning { min_slide: 0, ..Tuning::DEFAULT }).unwrap();
         assert_eq!(narrow, sliding);
+    }
+
+    #[test]
+    fn a_heap_of_few_pairs_learns_what_a_heap_of_all_pairs_learns() {
+        // With a heap of a few pairs, the floor moves all the time: pairs go
+        // cold and are thawed (recounted from their words) over and over,
+        // and the merges that reuse an id thaw the pairs holding it. The
+        // merges must be those of a heap holding every pair counted twice or
+        // more (the floor stays at 2 until it drops to 1). (A merge that
+        // reuses an id, whose pairs are thawed too, cannot happen in training:
+        // see test_reference.py, `test_duplicate_merge_reuses_existing_id`.)
+        const WORDS: &[&str] =
+            &["the", "then", "he", "hen", "é", "日本", "本日", "ж", "1", "42", "x", "'s", "!", "ab", "abc", "bc"];
+        let mut seed = 0x51afd7ed558ccd25u64;
+        let mut text = String::new();
+        for _ in 0..40_000 {
+            next_random(&mut seed);
+            let n = 1 + (seed % 5) as usize;
+            for k in 0..n {
+                text.push_str(WORDS[((seed >> (8 * k + 8)) % WORDS.len() as u64) as usize]);
+            }
+            text.push(if seed % 7 == 0 { '\n' } else { ' ' });
+        }
+        let s = Splitter::new(GPT4_PATTERN).unwrap();
+        let counts = count_documents(&s, &[&text], false).unwrap();
+        let all = Tuning { heap_pairs: usize::MAX, ..Tuning::DEFAULT };
+        let expected = learn::<u16>(counts.clone(), 5000, |_| Ok(()), all).unwrap();
+        assert!(expected.len() > 2000, "{}", expected.len());
+        for heap_pairs in [1, 7, 64, 1000] {
+            let tuning = Tuning { heap_pairs, min_slide: 0 };
+            let got = learn::<u16>(counts.clone(), 5000, |_| Ok(()), tuning).unwrap();
+            assert_eq!(got, expected, "heap of {heap_pairs} pairs");
+        }
     }
 
     #[test]
@@ -1268,7 +1541,7 @@ mod tests {
                 }
             }
             let dead = lists.dead;
-            lists.compact(&mut pairs, MIN_SLIDE);
+            lists.compact(pairs.values_mut(), Tuning::DEFAULT.min_slide);
             if lists.dead < dead {
                 slides += 1;
                 let in_arena: usize = pairs.values().filter(|i| i.in_arena()).map(PairInfo::len).sum();
