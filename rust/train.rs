@@ -298,19 +298,14 @@ struct PairHeap<S> {
     built: usize,
 }
 
-/// The floor for a heap of about `heap_pairs` pairs, given every pair's
-/// count: the highest count such that at least that many pairs (or all
-/// pairs) are counted at least as often, rounded down to one of 8 steps per
-/// power of two; never below 2 while some pair is counted twice or more. 1 if
-/// no pair is.
+/// The floor for a heap of about `heap_pairs` pairs, given how many pairs
+/// are counted in each class: the least count of the highest class such that
+/// at least that many pairs (or all pairs) are in it or above; never below 2
+/// while some pair is counted twice or more. 1 if none is.
 ///
 /// From a histogram of the counts, not a sort of them: that needs no array
 /// of a million counts beside the pairs at their most numerous.
-fn floor_for(counts: impl Iterator<Item = i64>, heap_pairs: usize) -> i64 {
-    let mut histogram = [0usize; CLASSES];
-    for c in counts {
-        histogram[class(c.max(1))] += 1;
-    }
+fn floor_for(histogram: &[usize; CLASSES], heap_pairs: usize) -> i64 {
     let mut above = 0;
     for c in (2..CLASSES).rev() {
         above += histogram[c];
@@ -319,6 +314,17 @@ fn floor_for(counts: impl Iterator<Item = i64>, heap_pairs: usize) -> i64 {
         }
     }
     1
+}
+
+/// How many pairs are in each class: those in the map by their count, the
+/// cold ones by the class they are kept in (a bound of their count).
+fn histogram<S: Symbol>(pairs: &FxHashMap<Pair<S>, PairInfo>, cold: &Cold<S>) -> [usize; CLASSES] {
+    let mut histogram = [0usize; CLASSES];
+    for info in pairs.values() {
+        histogram[class(info.count().max(1))] += 1;
+    }
+    cold.count_classes(&mut histogram);
+    histogram
 }
 
 /// Count classes: a count below 16 is its own class; larger ones fall in 8
@@ -556,10 +562,11 @@ impl<S: Symbol> Words<S> {
                 total += b.len() * pieces(freq);
             }
         });
-        // Word ids and offsets are u32 (they fill the per-pair word lists).
-        if n > u32::MAX as usize || total > u32::MAX as usize {
+        // Word ids and offsets are u32 (they fill the per-pair word lists),
+        // and ids stay below `NO_WORD` (see `ColdPair`).
+        if n >= NO_WORD as usize || total > u32::MAX as usize {
             return Err(format!(
-                "too many distinct chunks to train on ({n}, {total} bytes; at most 4G of each): \
+                "too many distinct chunks to train on ({n}, {total} bytes; at most 2G chunks and 4G bytes): \
                  train on a sample of the corpus"
             ));
         }
@@ -892,22 +899,37 @@ impl Lists {
     /// ids. Shrinking the array instead would copy it into a smaller one, and
     /// that copy, made when the pair map is full-size, raised the peak
     /// (128 -> 155 MB on FLORES-200).
-    /// `infos`: every pair's record, in the map and cold alike.
-    fn compact<'a>(&mut self, infos: impl Iterator<Item = &'a mut PairInfo>, min_bytes: usize) {
+    /// The lists are those of the pairs in the map and of the cold ones.
+    fn compact<S: Symbol>(&mut self, hot: &mut FxHashMap<Pair<S>, PairInfo>, cold: &mut Cold<S>, min_bytes: usize) {
         let len = self.arena.len();
         if len > min_bytes && 4 * self.dead > len {
             // In the order of their offsets, each list moves down to where
             // the one before it ends, sized exactly (the next push moves it
             // to the end with twice the room).
-            // (Sorted with each offset beside its record: a key read through
-            // the reference was a cache miss per comparison.)
-            let mut live: Vec<(u32, &mut PairInfo)> = infos.filter(|i| i.in_arena()).map(|i| (i.slots[0], i)).collect();
-            live.sort_unstable_by_key(|&(at, _)| at);
+            // Sorted as (offset, key) pairs, 8 bytes each: the key is a cold
+            // pair's place in `cold`, or (with `IN_ARENA` set) an index into
+            // `hot`, the map's records. (The offset sits beside its key: a
+            // key read through a reference was a cache miss per comparison.
+            // One array of (offset, reference) took 16 bytes a list, 5 MB at
+            // the end of the scale file's merges, on top of everything else.)
+            let mut hot: Vec<&mut PairInfo> = hot.values_mut().filter(|i| i.in_arena()).collect();
+            let mut live: Vec<(u32, u32)> =
+                hot.iter().enumerate().map(|(k, i)| (i.slots[0], IN_ARENA | k as u32)).collect();
+            cold.for_each_in_arena(|at, place| live.push((at, place)));
+            live.sort_unstable();
+            let starts = cold.starts();
             let mut to = 0;
-            for (_, info) in live {
-                let (from, used) = (info.slots[0] as usize, info.len());
+            for (from, key) in live {
+                let from = from as usize;
+                let used = if key & IN_ARENA != 0 {
+                    let info = &mut hot[(key & !IN_ARENA) as usize];
+                    let used = info.len();
+                    info.slots = [to as u32, used as u32];
+                    used
+                } else {
+                    cold.move_list(&starts, key, to as u32)
+                };
                 self.arena.copy_within(from..from + used, to);
-                info.slots = [to as u32, used as u32];
                 to += used;
             }
             self.arena.truncate(to);
@@ -918,9 +940,9 @@ impl Lists {
 }
 
 /// The pairs kept out of the pair map ("cold"): below the heap's floor, and
-/// unable to gain occurrences. Each keeps its record (count and word list),
-/// the count being an upper bound: the words that lose a cold pair do not
-/// update it.
+/// unable to gain occurrences. Each keeps its word list, and the class of its
+/// count when it went cold (see [`class`]) bounds its count from then on: the
+/// words that lose a cold pair do not update anything.
 ///
 /// **Why a pair can only lose occurrences:** a merge makes new pairs only
 /// around its new token, so once the merge that made the later of a pair's
@@ -932,60 +954,148 @@ impl Lists {
 /// **Why:** merging makes about a pair per word (1.14M pairs from 1.33M words
 /// on the benchmark's 1 GB scale file, 850k on FLORES-200), and few of them
 /// ever come near the top. In the map, with its slack, they took 52 MB of
-/// table (2M buckets of 24 bytes). Here they take 24 bytes each, in blocks of
-/// [`COLD_BLOCK`] (no doubling copy), and the map keeps only the pairs that
-/// may win soon. A cold pair costs nothing when its words are merged either
-/// (its count is not kept exact).
+/// table (2M buckets of 24 bytes). Here each takes 12 bytes (pair and list,
+/// no count: its class is where it is kept), in blocks of [`COLD_BLOCK`]
+/// (no doubling copy), and the map keeps only the pairs that may win soon.
+/// A cold pair costs nothing when its words are merged either.
 ///
-/// **Thawing:** when the floor drops, the cold pairs whose bound reaches it
-/// get their exact count back from their word lists (see [`recount`]) and
-/// rejoin the map.
+/// **Thawing:** when the floor drops, the classes that reach it are thawed:
+/// each pair gets its exact count back from its word list (see [`recount`])
+/// and rejoins the map (or goes, if no word holds it any more).
 struct Cold<S> {
-    blocks: Vec<Vec<(Pair<S>, PairInfo)>>,
+    /// By class: blocks of at most `COLD_BLOCK` entries, all full but the last.
+    classes: Vec<Vec<Vec<ColdPair<S>>>>,
 }
 
-/// Entries per block of [`Cold`] (24 KB with `u16` symbols).
+/// Entries per block of [`Cold`] (12 KB with `u16` symbols).
 const COLD_BLOCK: usize = 1024;
 
-impl<S: Symbol> Cold<S> {
-    fn len(&self) -> usize {
-        self.blocks.iter().map(Vec::len).sum()
-    }
+/// A cold pair and its word list: inline, up to two word ids (`b` is
+/// [`NO_WORD`] for one); in the arena, `a` is its offset and `b` its bytes
+/// with [`IN_ARENA`] set (no spare room: it never grows).
+#[derive(Clone, Copy)]
+struct ColdPair<S> {
+    pair: Pair<S>,
+    a: u32,
+    b: u32,
+}
 
-    fn push(&mut self, pair: Pair<S>, info: PairInfo) {
-        if self.blocks.last().is_none_or(|b| b.len() == COLD_BLOCK) {
-            self.blocks.push(Vec::with_capacity(COLD_BLOCK));
+/// No word (in a [`ColdPair`]'s second inline slot). Word ids are below it
+/// (see `Words::new`), and it does not have [`IN_ARENA`] set.
+const NO_WORD: u32 = IN_ARENA - 1;
+
+impl<S> ColdPair<S> {
+    /// Its record as in the map, with count 0.
+    fn info(&self) -> PairInfo {
+        let mut info = PairInfo::default();
+        if self.b & IN_ARENA != 0 {
+            info.len = self.b;
+            info.slots = [self.a, self.b & !IN_ARENA];
+        } else {
+            info.slots = [self.a, self.b];
+            info.len = u32::from(self.a != NO_WORD) + u32::from(self.b != NO_WORD);
         }
-        self.blocks.last_mut().expect("just made").push((pair, info));
+        info
+    }
+}
+
+impl<S: Symbol> Cold<S> {
+    fn new() -> Cold<S> {
+        Cold { classes: (0..CLASSES).map(|_| Vec::new()).collect() }
     }
 
-    fn counts(&self) -> impl Iterator<Item = i64> + '_ {
-        self.blocks.iter().flatten().map(|(_, info)| info.count())
+    fn is_empty(&self) -> bool {
+        self.classes.iter().all(Vec::is_empty)
     }
 
-    fn infos_mut(&mut self) -> impl Iterator<Item = &mut PairInfo> {
-        self.blocks.iter_mut().flatten().map(|(_, info)| info)
+    /// Moves a pair counted `count` times (at least 1) out of the map. The
+    /// spare room of its arena list is given up (the list never grows again).
+    fn push(&mut self, pair: Pair<S>, count: i64, info: &PairInfo, lists: &mut Lists) {
+        let (a, b) = if info.in_arena() {
+            lists.dead += info.slots[1] as usize - info.len();
+            (info.slots[0], IN_ARENA | info.len() as u32)
+        } else {
+            match info.len() {
+                0 => (NO_WORD, NO_WORD),
+                1 => (info.slots[0], NO_WORD),
+                _ => (info.slots[0], info.slots[1]),
+            }
+        };
+        push_block(&mut self.classes[class(count)], ColdPair { pair, a, b });
     }
 
-    /// Removes the entries for which `take` holds, handing each to `f`; the
-    /// rest slide down, in order, so that every block but the last is full.
-    fn extract(&mut self, take: impl Fn(Pair<S>, &PairInfo) -> bool, mut f: impl FnMut(Pair<S>, PairInfo)) {
-        let total = self.len();
-        let mut kept = 0;
-        for i in 0..total {
-            let e = self.blocks[i / COLD_BLOCK][i % COLD_BLOCK];
-            if take(e.0, &e.1) {
-                f(e.0, e.1);
-            } else {
-                self.blocks[kept / COLD_BLOCK][kept % COLD_BLOCK] = e;
-                kept += 1;
+    /// Adds the number of cold pairs in each class to `histogram`.
+    fn count_classes(&self, histogram: &mut [usize; CLASSES]) {
+        for (h, blocks) in histogram.iter_mut().zip(&self.classes) {
+            *h += blocks.iter().map(Vec::len).sum::<usize>();
+        }
+    }
+
+    /// Takes out the cold pairs of classes `from..` and those holding token
+    /// `id` (if given), in blocks.
+    fn take(&mut self, from: usize, id: Option<usize>) -> Vec<Vec<ColdPair<S>>> {
+        let mut taken = Vec::new();
+        for (c, blocks) in self.classes.iter_mut().enumerate() {
+            if c >= from {
+                taken.append(blocks);
+            } else if let Some(id) = id {
+                // Rare (a reused id): the class is rebuilt without them.
+                let mut keep = Vec::new();
+                for e in std::mem::take(blocks).into_iter().flatten() {
+                    if e.pair.0.id() == id || e.pair.1.id() == id {
+                        push_block(&mut taken, e);
+                    } else {
+                        push_block(&mut keep, e);
+                    }
+                }
+                *blocks = keep;
             }
         }
-        self.blocks.truncate(kept.div_ceil(COLD_BLOCK));
-        if let Some(last) = self.blocks.last_mut() {
-            last.truncate(kept - (kept - 1) / COLD_BLOCK * COLD_BLOCK);
+        taken
+    }
+
+    /// Where each class starts when the cold pairs are numbered class by
+    /// class (as `for_each_in_arena` numbers them), and the total at the end.
+    fn starts(&self) -> Vec<usize> {
+        let mut starts = vec![0];
+        for blocks in &self.classes {
+            starts.push(starts.last().expect("one") + blocks.iter().map(Vec::len).sum::<usize>());
+        }
+        starts
+    }
+
+    /// Calls `f(offset, place)` for each cold list in the arena.
+    fn for_each_in_arena(&self, mut f: impl FnMut(u32, u32)) {
+        let mut place = 0u32;
+        for blocks in &self.classes {
+            for e in blocks.iter().flatten() {
+                if e.b & IN_ARENA != 0 {
+                    f(e.a, place);
+                }
+                place += 1;
+            }
         }
     }
+
+    /// Sets the offset of the list at `place` (as `for_each_in_arena` numbers
+    /// them; `starts` from [`Cold::starts`]) to `to`; returns its bytes.
+    fn move_list(&mut self, starts: &[usize], place: u32, to: u32) -> usize {
+        let place = place as usize;
+        let c = starts.partition_point(|&s| s <= place) - 1;
+        let i = place - starts[c];
+        let e = &mut self.classes[c][i / COLD_BLOCK][i % COLD_BLOCK];
+        e.a = to;
+        (e.b & !IN_ARENA) as usize
+    }
+}
+
+/// Appends `e` to blocks of at most [`COLD_BLOCK`] entries, all full but the
+/// last (a new block when the last is full).
+fn push_block<T>(blocks: &mut Vec<Vec<T>>, e: T) {
+    if blocks.last().is_none_or(|b| b.len() == COLD_BLOCK) {
+        blocks.push(Vec::with_capacity(COLD_BLOCK));
+    }
+    blocks.last_mut().expect("just made").push(e);
 }
 
 /// The exact count of `pair` over the words of its list: a cold pair's
@@ -1005,22 +1115,34 @@ fn recount<S: Symbol>(words: &Words<S>, lists: &Lists, pair: Pair<S>, info: &Pai
         .sum()
 }
 
-/// Puts a pair taken from [`Cold`] back in the map with its exact count, or
-/// drops it (and its list) if no word holds it any more.
+/// Gives pairs taken from [`Cold`] their exact counts: those counted at
+/// least `hot_from` times go back in the map, the others back to `cold` (by
+/// their exact count), and those that no word holds any more go.
+///
+/// (Not all into the map: when the floor drops, most of the pairs thawed are
+/// below it after all. Put in the map, they made it double, old and new
+/// table at once, just to leave it again: 17 MB above the rest at the end of
+/// the scale file's merges.)
 fn thaw<S: Symbol>(
-    pair: Pair<S>,
-    info: &mut PairInfo,
+    taken: Vec<Vec<ColdPair<S>>>,
+    hot_from: i64,
     pairs: &mut FxHashMap<Pair<S>, PairInfo>,
+    cold: &mut Cold<S>,
     lists: &mut Lists,
     words: &Words<S>,
-    scratch: &mut Vec<u32>,
 ) {
-    let c = recount(words, lists, pair, info, scratch);
-    if c > 0 {
-        info.set_count(c);
-        pairs.insert(pair, *info);
-    } else {
-        lists.free(info);
+    let mut scratch = Vec::new();
+    for e in taken.into_iter().flatten() {
+        let mut info = e.info();
+        let c = recount(words, lists, e.pair, &info, &mut scratch);
+        if c <= 0 {
+            lists.free(&info);
+        } else if c >= hot_from {
+            info.set_count(c);
+            pairs.insert(e.pair, info);
+        } else {
+            cold.push(e.pair, c, &info, lists);
+        }
     }
 }
 
@@ -1188,7 +1310,7 @@ fn learn<S: Symbol>(
     // drew from the top few thousand. Pairs that occur once, half of all
     // pairs on multilingual text, never win while one occurring twice
     // exists: the floor is never below 2 while there is one.
-    let mut cold = Cold { blocks: Vec::new() };
+    let mut cold = Cold::new();
     let mut floor = i64::MAX;
     let mut heap = PairHeap { items: Vec::with_capacity(2 * tuning.heap_pairs + 4096), built: 0 };
     // Moves the floor, keeping the rule above: cold pairs that reach a lower
@@ -1203,17 +1325,14 @@ fn learn<S: Symbol>(
                    heap: &mut PairHeap<S>,
                    vocab: &[Arc<[u8]>]| {
         if new < *floor {
-            let mut scratch = Vec::new();
-            cold.extract(
-                |_, info| info.count() >= new,
-                |p, mut info| thaw(p, &mut info, pairs, lists, words, &mut scratch),
-            );
+            let taken = cold.take(class(new), None);
+            thaw(taken, new, pairs, cold, lists, words);
         }
         *floor = new;
         pairs.retain(|&p, info| {
             let keep = info.count() >= new;
             if !keep {
-                cold.push(p, *info);
+                cold.push(p, info.count(), info, lists);
             }
             keep
         });
@@ -1222,7 +1341,7 @@ fn learn<S: Symbol>(
         }
         heap.rebuild(vocab, pairs, new);
     };
-    let first = floor_for(pairs.values().map(PairInfo::count), tuning.heap_pairs);
+    let first = floor_for(&histogram(&pairs, &cold), tuning.heap_pairs);
     refloor(first, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
 
     let mut merges = Vec::new();
@@ -1230,9 +1349,9 @@ fn learn<S: Symbol>(
     let mut affected: Vec<u32> = Vec::new();
     while vocab.len() < target {
         let Some((count, pair)) = heap.pop(&vocab) else {
-            if floor > 1 && !(pairs.is_empty() && cold.blocks.is_empty()) {
+            if floor > 1 && !(pairs.is_empty() && cold.is_empty()) {
                 // Every pair left is below the floor: the next floor is lower.
-                let new = floor_for(pairs.values().map(PairInfo::count).chain(cold.counts()), tuning.heap_pairs);
+                let new = floor_for(&histogram(&pairs, &cold), tuning.heap_pairs);
                 refloor(new, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
                 continue;
             }
@@ -1254,9 +1373,8 @@ fn learn<S: Symbol>(
             Some(&id) => {
                 // Duplicate: same bytes reached by another path. The pairs
                 // holding `id` can gain occurrences again: none may stay cold.
-                let holds = |p: Pair<S>, _: &PairInfo| p.0.id() == id as usize || p.1.id() == id as usize;
-                let mut scratch = Vec::new();
-                cold.extract(holds, |p, mut info| thaw(p, &mut info, &mut pairs, &mut lists, &words, &mut scratch));
+                let taken = cold.take(CLASSES, Some(id as usize));
+                thaw(taken, 1, &mut pairs, &mut cold, &mut lists, &words);
                 id
             }
             None => {
@@ -1346,7 +1464,7 @@ fn learn<S: Symbol>(
             } else {
                 // It can only lose occurrences from now on: cold.
                 let info = pairs.remove(&p).expect("present");
-                cold.push(p, info);
+                cold.push(p, c, &info, &mut lists);
             }
         }
         // Entries pile up: stale ones (a pair pushed again each time its
@@ -1354,10 +1472,10 @@ fn learn<S: Symbol>(
         // to twice its size at the last rebuild, rebuild it, with a floor
         // picked afresh (higher, if counts above the old one are plenty).
         if heap.items.len() > 2 * heap.built + 4096 {
-            let new = floor_for(pairs.values().map(PairInfo::count).chain(cold.counts()), tuning.heap_pairs);
+            let new = floor_for(&histogram(&pairs, &cold), tuning.heap_pairs);
             refloor(new, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
         }
-        lists.compact(pairs.values_mut().chain(cold.infos_mut()), tuning.min_slide);
+        lists.compact(&mut pairs, &mut cold, tuning.min_slide);
         words.compact(tuning.min_slide);
     }
     Ok(merges)
@@ -1541,7 +1659,7 @@ mod tests {
                 }
             }
             let dead = lists.dead;
-            lists.compact(pairs.values_mut(), Tuning::DEFAULT.min_slide);
+            lists.compact(&mut pairs, &mut Cold::new(), Tuning::DEFAULT.min_slide);
             if lists.dead < dead {
                 slides += 1;
                 let in_arena: usize = pairs.values().filter(|i| i.in_arena()).map(PairInfo::len).sum();
