@@ -15,7 +15,10 @@
 //!    step takes the most frequent pair from a priority queue, rewrites only the
 //!    words that contain it and adjusts the pair counts by the difference. A
 //!    full recount per merge (minbpe's way, our Python reference) would be
-//!    O(corpus) per merge; this is O(affected words).
+//!    O(corpus) per merge; this is O(affected words). Only the pairs near
+//!    the top are kept exactly, in a hash map and the queue; the many others,
+//!    which can only lose occurrences, wait "cold" with a bound on their
+//!    count and are recounted when the top comes down to them.
 //!
 //! **Tie-break (deterministic):** the most frequent pair wins; among equal
 //! counts, the pair whose `(left token bytes, right token bytes)` is
@@ -54,10 +57,39 @@ const SEGMENT_BYTES: usize = 1 << 20;
 /// layout directly: converting it to a `Vec<u8>`-keyed map first doubled the
 /// counts' memory at the hand-over and left the allocator fragmented (56 MB
 /// of 734k small freed keys on FLORES-200).
+///
+/// Chunks of up to 7 bytes (most English words with their space) have a map
+/// of their own with a `u64` key: 16 bytes a bucket, not 24. On the
+/// benchmark's 1 GB scale file this made the counts smaller (and each map's
+/// doubling, old and new table at once, a smaller spike): peak of counting
+/// 107.8 -> 86.2 MB (`examples/profile`); the hand-over to the merge loop
+/// (counts and words at once), a peak of 109.4 MB, is now below that.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChunkCounts {
+    tiny: FxHashMap<u64, u64>,
     short: FxHashMap<Packed, u64>,
     long: FxHashMap<Vec<u8>, u64>,
+}
+
+/// Packs up to 7 bytes into a u64: the bytes little-endian, the length in
+/// the top byte (so "ab\0" and "ab" differ).
+#[inline]
+fn pack_tiny(b: &[u8]) -> u64 {
+    let n = b.len();
+    debug_assert!(n <= 7);
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap()) as u64;
+    let lo = if n >= 4 {
+        // Bytes 0..4 and n-4..n; where they overlap, both hold the same bytes.
+        u32_at(0) | u32_at(n - 4) << (8 * (n - 4))
+    } else {
+        b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64)
+    };
+    lo | (n as u64) << 56
+}
+
+/// The bytes of a tiny chunk: its 8 bytes, of which the first `bytes[7]` count.
+fn tiny_bytes(key: u64) -> [u8; 8] {
+    key.to_le_bytes()
 }
 
 /// A chunk of up to 15 bytes as `encode::pack` packs it, in (low, high) halves.
@@ -77,7 +109,9 @@ fn packed_bytes((lo, hi): Packed) -> [u8; 16] {
 impl ChunkCounts {
     /// Adds `n` occurrences of `chunk`.
     pub fn add(&mut self, chunk: &[u8], n: u64) {
-        if chunk.len() <= 15 {
+        if chunk.len() <= 7 {
+            *self.tiny.entry(pack_tiny(chunk)).or_insert(0) += n;
+        } else if chunk.len() <= 15 {
             *self.short.entry(split(pack(chunk))).or_insert(0) += n;
         } else if let Some(c) = self.long.get_mut(chunk) {
             // Looked up by slice first: a key is allocated only for new chunks.
@@ -89,7 +123,7 @@ impl ChunkCounts {
 
     /// The number of distinct chunks.
     pub fn len(&self) -> usize {
-        self.short.len() + self.long.len()
+        self.tiny.len() + self.short.len() + self.long.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -98,6 +132,10 @@ impl ChunkCounts {
 
     /// Calls `f` with each distinct chunk and its count (in no set order).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
+        for (&k, &n) in &self.tiny {
+            let bytes = tiny_bytes(k);
+            f(&bytes[..bytes[7] as usize], n);
+        }
         for (&k, &n) in &self.short {
             let bytes = packed_bytes(k);
             f(&bytes[..bytes[15] as usize], n);
@@ -109,6 +147,10 @@ impl ChunkCounts {
 
     /// The counts, consumed (each map is freed as soon as it is read).
     fn drain(self, mut f: impl FnMut(&[u8], u64)) {
+        for (k, n) in self.tiny {
+            let bytes = tiny_bytes(k);
+            f(&bytes[..bytes[7] as usize], n);
+        }
         for (k, n) in self.short {
             let bytes = packed_bytes(k);
             f(&bytes[..bytes[15] as usize], n);
@@ -135,20 +177,21 @@ pub fn count_chunks(splitter: &Splitter, text: &str, counts: &mut ChunkCounts) -
 }
 
 /// The sum of two counts (iterating the smaller maps).
-pub fn merge_counts(mut into: ChunkCounts, mut other: ChunkCounts) -> ChunkCounts {
-    if other.short.len() > into.short.len() {
-        std::mem::swap(&mut into.short, &mut other.short);
-    }
-    for (k, v) in other.short {
-        *into.short.entry(k).or_insert(0) += v;
-    }
-    if other.long.len() > into.long.len() {
-        std::mem::swap(&mut into.long, &mut other.long);
-    }
-    for (k, v) in other.long {
-        *into.long.entry(k).or_insert(0) += v;
-    }
+pub fn merge_counts(mut into: ChunkCounts, other: ChunkCounts) -> ChunkCounts {
+    add_map(&mut into.tiny, other.tiny);
+    add_map(&mut into.short, other.short);
+    add_map(&mut into.long, other.long);
     into
+}
+
+/// Adds `other`'s counts to `into`'s, iterating the smaller of the two.
+fn add_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, mut other: FxHashMap<K, u64>) {
+    if other.len() > into.len() {
+        std::mem::swap(into, &mut other);
+    }
+    for (k, v) in other {
+        *into.entry(k).or_insert(0) += v;
+    }
 }
 
 /// Counts the chunks of many documents, in parallel over all rayon threads.
@@ -1280,11 +1323,15 @@ struct Tuning {
     /// [`Words::compact`] and [`Lists::compact`]): there is little to give back.
     min_slide: usize,
     /// About how many pairs the heap is built with (see [`floor_for`]).
+    /// Merging 1 GB of mixed text to 50k (`examples/profile`, peak and
+    /// time): 2^16 pairs 102.2 MB, 1.51 s; 2^15 95.5 MB, 1.50 s; 2^14
+    /// 92.6 MB, 1.80 s (the floor moves more often). FLORES-200: 65.4, 60.4,
+    /// 58.3 MB; 0.93, 0.86, 0.94 s.
     heap_pairs: usize,
 }
 
 impl Tuning {
-    const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 16 };
+    const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15 };
 }
 
 /// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.
@@ -1506,11 +1553,28 @@ mod tests {
 
     #[test]
     fn packed_tally_counts_like_a_plain_map() {
-        // Chunks of every length around the packing limit of 15 bytes, the
-        // empty-looking ones ("\0"), and multi-byte characters.
-        let words = ["a", "\0", "\0\0", "ab", "abc", "x".repeat(15).as_str(), &"y".repeat(16), "é", &"日".repeat(5), &"日".repeat(6)]
-            .map(String::from);
-        let text: String = (0..3000).map(|i| words[(i * 7 + i / 3) % words.len()].as_str()).collect::<Vec<_>>().join(" ");
+        // Chunks of every length around the packing limits of 7 and 15
+        // bytes (with their space: " abcdef" is 7), the empty-looking ones
+        // ("\0"), and multi-byte characters.
+        let words = [
+            "a",
+            "\0",
+            "\0\0",
+            "ab",
+            "abc",
+            "abcdef",
+            "abcdefg",
+            "日本",
+            &"\0".repeat(7),
+            "x".repeat(15).as_str(),
+            &"y".repeat(16),
+            "é",
+            &"日".repeat(5),
+            &"日".repeat(6),
+        ]
+        .map(String::from);
+        let text: String =
+            (0..3000).map(|i| words[(i * 7 + i / 3) % words.len()].as_str()).collect::<Vec<_>>().join(" ");
         let splitter = Splitter::new(GPT4_PATTERN).unwrap();
         let mut plain: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
         splitter.for_each_chunk(&text, |c| *plain.entry(c.as_bytes().to_vec()).or_insert(0) += 2).unwrap();
