@@ -667,8 +667,9 @@ impl<S: Symbol> Words<S> {
 /// skipping them. A word is never named twice in a row.
 ///
 /// 20 bytes, aligned to 4, so a map bucket (pair and info) is 24 with `u16`
-/// symbols. The map holds over a million pairs on large multilingual corpora,
-/// and its buckets are the largest single item of memory there. Most lists
+/// symbols. The map held over a million pairs on large multilingual corpora,
+/// and its buckets were the largest single item of memory there (since then,
+/// only the pairs near the top stay in the map: see [`Cold`]). Most lists
 /// are short (at the end of FLORES-200: 505k pairs occur in one word, 128k in
 /// two, 61k in three, 150k in more), so up to two word ids live in the record
 /// itself, and longer lists in the shared [`Lists`] arena.
@@ -942,6 +943,7 @@ impl Lists {
     /// ids. Shrinking the array instead would copy it into a smaller one, and
     /// that copy, made when the pair map is full-size, raised the peak
     /// (128 -> 155 MB on FLORES-200).
+    ///
     /// The lists are those of the pairs in the map and of the cold ones.
     fn compact<S: Symbol>(&mut self, hot: &mut FxHashMap<Pair<S>, PairInfo>, cold: &mut Cold<S>, min_bytes: usize) {
         let len = self.arena.len();
@@ -950,11 +952,12 @@ impl Lists {
             // the one before it ends, sized exactly (the next push moves it
             // to the end with twice the room).
             // Sorted as (offset, key) pairs, 8 bytes each: the key is a cold
-            // pair's place in `cold`, or (with `IN_ARENA` set) an index into
-            // `hot`, the map's records. (The offset sits beside its key: a
-            // key read through a reference was a cache miss per comparison.
-            // One array of (offset, reference) took 16 bytes a list, 5 MB at
-            // the end of the scale file's merges, on top of everything else.)
+            // pair's place in `cold` (below 2^31: that many cold pairs would
+            // take 24 GB), or (with `IN_ARENA` set) an index into `hot`, the
+            // map's records. (The offset sits beside its key: a key read
+            // through a reference was a cache miss per comparison. One array
+            // of (offset, reference) took 16 bytes a list, 5 MB at the end of
+            // the scale file's merges, on top of everything else.)
             let mut hot: Vec<&mut PairInfo> = hot.values_mut().filter(|i| i.in_arena()).collect();
             let mut live: Vec<(u32, u32)> =
                 hot.iter().enumerate().map(|(k, i)| (i.slots[0], IN_ARENA | k as u32)).collect();
