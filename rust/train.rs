@@ -1368,7 +1368,9 @@ fn learn<S: Symbol>(
     // exists: the floor is never below 2 while there is one.
     let mut cold = Cold::new();
     let mut floor = i64::MAX;
-    let mut heap = PairHeap { items: Vec::with_capacity(2 * tuning.heap_pairs + 4096), built: 0 };
+    // (Reserved for twice the pairs it is built with: see the rebuild below.)
+    let reserve = 2 * tuning.heap_pairs.min(words.count()) + 4096;
+    let mut heap = PairHeap { items: Vec::with_capacity(reserve), built: 0 };
     // Moves the floor, keeping the rule above: cold pairs that reach a lower
     // floor are thawed; pairs in the map below the new floor go cold; the
     // heap is rebuilt from the map.
