@@ -1371,17 +1371,17 @@ fn learn<S: Symbol>(
     // (Reserved for twice the pairs it is built with: see the rebuild below.)
     let reserve = 2 * tuning.heap_pairs.min(words.count()) + 4096;
     let mut heap = PairHeap { items: Vec::with_capacity(reserve), built: 0 };
-    // Moves the floor, keeping the rule above: cold pairs that reach a lower
-    // floor are thawed; pairs in the map below the new floor go cold; the
-    // heap is rebuilt from the map.
-    let refloor = |new: i64,
-                   floor: &mut i64,
+    // Moves the floor to the one `floor_for` picks now, keeping the rule
+    // above: cold pairs that reach a lower floor are thawed; pairs in the map
+    // below the new floor go cold; the heap is rebuilt from the map.
+    let refloor = |floor: &mut i64,
                    pairs: &mut FxHashMap<Pair<S>, PairInfo>,
                    cold: &mut Cold<S>,
                    lists: &mut Lists,
                    words: &Words<S>,
                    heap: &mut PairHeap<S>,
                    vocab: &[Arc<[u8]>]| {
+        let new = floor_for(&histogram(pairs, cold), tuning.heap_pairs);
         if new < *floor {
             let taken = cold.take(class(new), None);
             thaw(taken, new, pairs, cold, lists, words);
@@ -1399,8 +1399,7 @@ fn learn<S: Symbol>(
         }
         heap.rebuild(vocab, pairs, new);
     };
-    let first = floor_for(&histogram(&pairs, &cold), tuning.heap_pairs);
-    refloor(first, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
+    refloor(&mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
 
     let mut merges = Vec::new();
     let mut delta: FxHashMap<Pair<S>, i64> = FxHashMap::default();
@@ -1409,8 +1408,7 @@ fn learn<S: Symbol>(
         let Some((count, pair)) = heap.pop(&vocab) else {
             if floor > 1 && !(pairs.is_empty() && cold.is_empty()) {
                 // Every pair left is below the floor: the next floor is lower.
-                let new = floor_for(&histogram(&pairs, &cold), tuning.heap_pairs);
-                refloor(new, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
+                refloor(&mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
                 continue;
             }
             break; // corpus exhausted
@@ -1530,8 +1528,7 @@ fn learn<S: Symbol>(
         // to twice its size at the last rebuild, rebuild it, with a floor
         // picked afresh (higher, if counts above the old one are plenty).
         if heap.items.len() > 2 * heap.built + 4096 {
-            let new = floor_for(&histogram(&pairs, &cold), tuning.heap_pairs);
-            refloor(new, &mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
+            refloor(&mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
         }
         lists.compact(&mut pairs, &mut cold, tuning.min_slide);
         words.compact(tuning.min_slide);
