@@ -136,8 +136,9 @@ pub(crate) fn pack(b: &[u8]) -> u128 {
 /// `pack` for 3..=7 bytes, as a u64: the bytes little-endian, the length in
 /// the top byte. Most look-ups are of such short strings, and a map of 16-byte
 /// entries has half the cache footprint of one with 32-byte entries.
+/// (Training counts chunks of up to 7 bytes by this layout too.)
 #[inline]
-fn pack_small(b: &[u8]) -> u64 {
+pub(crate) fn pack_small(b: &[u8]) -> u64 {
     let n = b.len();
     debug_assert!((3..=7).contains(&n));
     let u16_at = |i: usize| u16::from_le_bytes(b[i..i + 2].try_into().unwrap()) as u64;

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::encode::pack;
+use crate::encode::{pack, pack_small};
 use crate::pretokenize::{last_safe_cut, segments, Splitter};
 
 /// Segment size for parallel counting: big enough to amortise scheduling,
@@ -72,19 +72,16 @@ pub struct ChunkCounts {
 }
 
 /// Packs up to 7 bytes into a u64: the bytes little-endian, the length in
-/// the top byte (so "ab\0" and "ab" differ).
+/// the top byte (so "ab\0" and "ab" differ). The encoder's `pack_small`
+/// layout, extended to 0..=2 bytes.
 #[inline]
 fn pack_tiny(b: &[u8]) -> u64 {
     let n = b.len();
     debug_assert!(n <= 7);
-    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap()) as u64;
-    let lo = if n >= 4 {
-        // Bytes 0..4 and n-4..n; where they overlap, both hold the same bytes.
-        u32_at(0) | u32_at(n - 4) << (8 * (n - 4))
-    } else {
-        b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64)
-    };
-    lo | (n as u64) << 56
+    if n >= 3 {
+        return pack_small(b);
+    }
+    b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64) | (n as u64) << 56
 }
 
 /// The bytes of a tiny chunk: its 8 bytes, of which the first `bytes[7]` count.
@@ -1549,6 +1546,22 @@ mod tests {
         *seed
     }
 
+    /// `count` groups of 1 to `max_words` of `words`, picked by xorshift from
+    /// `seed`, each followed by a space (or, with `newlines`, a newline one
+    /// time in 7).
+    fn random_text(words: &[&str], count: usize, max_words: u64, mut seed: u64, newlines: bool) -> String {
+        let mut text = String::new();
+        for _ in 0..count {
+            next_random(&mut seed);
+            let n = 1 + (seed % max_words) as usize;
+            for k in 0..n {
+                text.push_str(words[((seed >> (8 * k + 8)) % words.len() as u64) as usize]);
+            }
+            text.push(if newlines && seed % 7 == 0 { '\n' } else { ' ' });
+        }
+        text
+    }
+
     fn counts_of(words: &[(&str, u64)]) -> ChunkCounts {
         words.iter().map(|(w, n)| (w.as_bytes().to_vec(), *n)).collect()
     }
@@ -1634,16 +1647,7 @@ mod tests {
         // Varied text (multi-byte letters, digits, punctuation), so that
         // thousands of merges happen and ties are broken by bytes.
         const WORDS: &[&str] = &["the", "a", "é", "日本", "ж", "1", "42", "x", "'s", "!", "\n", "qu", "ü", "🙂"];
-        let mut seed = 0x9e3779b97f4a7c15u64;
-        let mut text = String::new();
-        for _ in 0..60_000 {
-            next_random(&mut seed);
-            let n = 1 + (seed % 4) as usize;
-            for k in 0..n {
-                text.push_str(WORDS[((seed >> (8 * k + 8)) % WORDS.len() as u64) as usize]);
-            }
-            text.push(' ');
-        }
+        let text = random_text(WORDS, 60_000, 4, 0x9e3779b97f4a7c15, false);
         let s = Splitter::new(GPT4_PATTERN).unwrap();
         let counts = count_documents(&s, &[&text], false).unwrap();
         let narrow = learn::<u16>(counts.clone(), 3000, |_| Ok(()), Tuning::DEFAULT).unwrap();
@@ -1659,24 +1663,15 @@ mod tests {
     #[test]
     fn a_heap_of_few_pairs_learns_what_a_heap_of_all_pairs_learns() {
         // With a heap of a few pairs, the floor moves all the time: pairs go
-        // cold and are thawed (recounted from their words) over and over,
-        // and the merges that reuse an id thaw the pairs holding it. The
-        // merges must be those of a heap holding every pair counted twice or
-        // more (the floor stays at 2 until it drops to 1). (A merge that
-        // reuses an id, whose pairs are thawed too, cannot happen in training:
-        // see test_reference.py, `test_duplicate_merge_reuses_existing_id`.)
+        // cold and are thawed (recounted from their words) over and over.
+        // The merges must be those of a heap holding every pair counted twice
+        // or more (the floor stays at 2 until it drops to 1). (A merge that
+        // reuses an id, whose cold pairs would be thawed too, cannot happen
+        // in training: see test_reference.py,
+        // `test_duplicate_merge_reuses_existing_id`.)
         const WORDS: &[&str] =
             &["the", "then", "he", "hen", "é", "日本", "本日", "ж", "1", "42", "x", "'s", "!", "ab", "abc", "bc"];
-        let mut seed = 0x51afd7ed558ccd25u64;
-        let mut text = String::new();
-        for _ in 0..40_000 {
-            next_random(&mut seed);
-            let n = 1 + (seed % 5) as usize;
-            for k in 0..n {
-                text.push_str(WORDS[((seed >> (8 * k + 8)) % WORDS.len() as u64) as usize]);
-            }
-            text.push(if seed % 7 == 0 { '\n' } else { ' ' });
-        }
+        let text = random_text(WORDS, 40_000, 5, 0x51afd7ed558ccd25, true);
         let s = Splitter::new(GPT4_PATTERN).unwrap();
         let counts = count_documents(&s, &[&text], false).unwrap();
         let all = Tuning { heap_pairs: usize::MAX, ..Tuning::DEFAULT };
