@@ -289,6 +289,16 @@ impl Encoder {
             out.push(whole);
             return Ok(());
         }
+        self.merge_chunk(chunk, out)
+    }
+
+    /// [`Encoder::encode_chunk`] for a chunk known not to be one token (the
+    /// caller looked it up already): its merged parts' ids, appended to `out`.
+    #[inline]
+    fn merge_chunk(&self, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
         let mut missing = None;
         let mut push = |start: usize, end: usize, rank: Rank| {
             if rank == NONE {
@@ -340,7 +350,7 @@ impl Encoder {
                 out.extend_from_slice(ids);
             } else {
                 let start = out.len();
-                match self.encode_chunk(chunk, out) {
+                match self.merge_chunk(chunk, out) {
                     Ok(()) => memo.insert(chunk, &out[start..]),
                     Err(e) => err = Some(e),
                 }
