@@ -282,9 +282,6 @@ impl Encoder {
     #[inline]
     pub fn encode_chunk(&self, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
         let whole = self.vocab.get(chunk);
-        if chunk.is_empty() {
-            return Ok(());
-        }
         if whole != NONE {
             out.push(whole);
             return Ok(());
@@ -294,6 +291,7 @@ impl Encoder {
 
     /// [`Encoder::encode_chunk`] for a chunk known not to be one token (the
     /// caller looked it up already): its merged parts' ids, appended to `out`.
+    /// (The empty chunk, which no look-up finds, has none.)
     #[inline]
     fn merge_chunk(&self, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
         if chunk.is_empty() {
