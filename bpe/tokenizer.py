@@ -346,7 +346,16 @@ class Tokenizer:
         allowed_special: Literal["all"] | Collection[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[list[int]]:
-        """Encodes many texts in parallel (``num_threads``: default all cores)."""
+        """Encodes many texts in parallel (``num_threads``: default all cores).
+
+        The lists of ids are hidden from Python's cyclic garbage collector
+        (``gc.is_tracked(ids)`` is False): lists of ints can form no cycle, and
+        a caller that keeps its results would otherwise have the collector
+        read every id again at each collection it runs. They are freed by
+        reference counting as usual; only a cycle you build *through* one of
+        them (by putting into it an object that refers back to it) is never
+        collected. ``list(ids)`` gives an ordinary copy.
+        """
         if isinstance(texts, str):
             raise TypeError("encode_batch takes a list of str; for one text use encode()")
         texts = list(texts)

@@ -296,17 +296,29 @@ impl CoreBPE {
     }
 }
 
-/// `list`, hidden from Python's cyclic garbage collector until
-/// `encode_batch` hands it over. Each new list counts towards the next
-/// collection of young objects, and with a thousand lists of ids young at
-/// once those collections traversed every id of the batch, some more than
-/// once: 7% of `encode_batch` on one thread (10 MB of English). A list of
-/// ints can be part of no cycle while only this call holds it, so nothing is
-/// lost by hiding it; once tracked again it is collected as any other.
+/// `list`, hidden from Python's cyclic garbage collector, for good: the
+/// lists of `encode_batch` are returned untracked.
+///
+/// Why: every tracked list is traversed, item by item, by the collections
+/// it lives through, and a caller that keeps its results (`ids = encode_batch
+/// (...)` in a loop keeps the last batch's lists alive during the next call;
+/// a pipeline gathering ids keeps them all) has the collector read every id
+/// of every batch again and again. Tracked, the lists cost `encode_batch`
+/// 10 ms of 86 on one thread (10 MB of English, the last result kept; 76 ms
+/// with `gc.disable()`) and held two threads to 1.65x one whole-text call.
+/// A list of ints can be part of no cycle, so the collector has nothing to
+/// find in it. CPython untracks its tuples and dicts of atomic items for the
+/// same reason; it cannot do it for lists, which may later get anything.
+///
+/// The price: a cycle that a caller makes *through* one of these lists (by
+/// putting into it an object that refers back to it) is not collected; the
+/// list and what it holds are then freed only by reference counting, so
+/// never. Nothing is freed early: the collector counts references from
+/// untracked objects as references from outside, which keep objects alive.
+/// `list(ids)` gives an ordinary tracked copy.
 fn untracked(list: Bound<'_, PyList>) -> Py<PyList> {
-    // SAFETY: the list is new and tracked (`PyList_New` tracks it); the
-    // caller tracks it again exactly once, or drops it (list_dealloc
-    // untracks only what is tracked).
+    // SAFETY: the list is new and tracked (`PyList_New` tracks it); an
+    // untracked list is valid (list_dealloc untracks only what is tracked).
     unsafe { pyo3::ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
     list.unbind()
 }
@@ -383,16 +395,6 @@ fn shares(lists: &[Vec<Rank>], parts: usize) -> Vec<std::ops::Range<usize>> {
         start = lists.len();
     }
     out
-}
-
-/// The batch's result: the list of the lists, tracked again.
-fn batch_result(py: Python<'_>, lists: Vec<Py<PyList>>) -> PyResult<Bound<'_, PyList>> {
-    let out = PyList::new(py, &lists)?;
-    for list in &lists {
-        // SAFETY: each list was untracked once, by `untracked`.
-        unsafe { pyo3::ffi::PyObject_GC_Track(list.as_ptr().cast()) };
-    }
-    Ok(out)
 }
 
 /// Texts shorter than this are encoded without releasing the GIL.
@@ -510,13 +512,12 @@ impl CoreBPE {
         // alone wrote them, counting each reference under the GIL (a pipeline
         // that listed each run as it finished), 2 threads ran 1.4x one from
         // Python against 1.8x for the Rust part alone. And making the lists
-        // before encoding: a caller that keeps its results (a training
-        // pipeline gathering ids, our benchmark) has the last batch's lists
-        // young when the next batch starts, and the collection of young
-        // objects that our allocations set off traverses every id in them:
-        // 12 ms of a 60 ms batch of 10 MB on 2 threads (`gc.disable()` as
-        // the control). Made first, the lists set it off while the other
-        // threads encode; the collector's schedule is unchanged.
+        // before encoding: a thousand new objects set off a collection of
+        // young objects (whatever the caller made since the last one), and
+        // made first, they set it off while the other threads encode. When
+        // the lists were tracked (see `untracked`), that collection traversed
+        // every id of the caller's last batch: 12 ms of a 60 ms batch of
+        // 10 MB on 2 threads; made first, it overlapped the encoding.
         // Writing items without the GIL is sound because a list is ours alone
         // until we return it: new, untracked by the garbage collector (see
         // `untracked`), known to no other code, of length 0 until written;
@@ -666,7 +667,8 @@ impl CoreBPE {
             // SAFETY: the GIL is held; every item is written and counted.
             unsafe { set_len(list, v.len()) };
         }
-        Ok(batch_result(py, lists)?.into_any().unbind())
+        // The lists stay untracked (see `untracked`).
+        Ok(PyList::new(py, &lists)?.into_any().unbind())
     }
 
     /// The first of `tokens` found in `text` (leftmost), or None.

@@ -154,21 +154,30 @@ def test_encode_batch(tok):
 
 
 
-def test_encode_batch_lists_are_ordinary_collectable_lists(tok):
-    # encode_batch hides its lists from the cyclic GC while it builds them and
-    # tracks them again before returning them; one it forgot would never be
-    # collected once the user put it in a cycle.
+def test_encode_batch_lists_are_untracked_and_keep_what_they_hold(tok):
+    # encode_batch returns its lists hidden from the cyclic GC (lists of ints
+    # form no cycles; tracked, a kept batch is traversed id by id at every
+    # collection). Hidden is safe only if the collector treats what such a
+    # list refers to as referenced from outside: an object put into one must
+    # survive gc.collect() while the list lives, and go with the list.
     class Marker:
         pass
 
     texts = [p.read_text()[:20_000] for p in CORPUS_FILES] * 40
+    expected = [tok.encode(t) for t in texts]
     for threads in (1, 2):
         lists = tok.encode_batch(texts, num_threads=threads)
-        assert len(lists) == len(texts) and all(gc.is_tracked(ids) for ids in lists)
+        assert lists == expected
+        assert gc.is_tracked(lists) and not any(gc.is_tracked(ids) for ids in lists)
         marker = Marker()
+        marker.self = marker  # itself in a cycle, so only the collector could free it
         alive = weakref.ref(marker)
-        lists[-1].extend([lists[-1], marker])  # a cycle only the collector can free
-        del lists, marker
+        lists[-1].append(marker)
+        del marker
+        gc.collect()
+        assert alive() is not None and lists[-1][-1] is alive()
+        assert list(lists[-1]) == lists[-1] and gc.is_tracked(list(lists[-1]))
+        del lists
         gc.collect()
         assert alive() is None
 
