@@ -275,7 +275,8 @@ class Tokenizer:
     # -- encoding -----------------------------------------------------------
 
     def encode_ordinary(self, text: str) -> list[int]:
-        """Encodes text, treating special-token text as ordinary text."""
+        """Encodes text, treating special-token text as ordinary text (the list
+        is untracked by the cyclic garbage collector: see ``encode``)."""
         try:
             return self._core.encode_ordinary(text)
         except UnicodeEncodeError:
@@ -294,6 +295,14 @@ class Tokenizer:
         special token in ``disallowed_special`` (default: every special token
         not allowed) raises ``ValueError``: such text in training data is
         usually a mistake. Special tokens in neither set are encoded as text.
+
+        The list of ids (of every ``encode*`` method) is hidden from Python's
+        cyclic garbage collector (``gc.is_tracked(ids)`` is False): a list of
+        ints can be part of no cycle, and a caller that keeps its results
+        would otherwise have the collector read every id again at each
+        collection. It is freed by reference counting as usual; only a cycle
+        you build *through* it (by putting into it an object that refers back
+        to it) is never collected. ``list(ids)`` gives an ordinary copy.
         """
         if disallowed_special == "all" and not allowed_special:
             # The default policy, in one call into Rust: short strings are
@@ -347,15 +356,7 @@ class Tokenizer:
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[list[int]]:
         """Encodes many texts in parallel (``num_threads``: default all cores).
-
-        The lists of ids are hidden from Python's cyclic garbage collector
-        (``gc.is_tracked(ids)`` is False): lists of ints can form no cycle, and
-        a caller that keeps its results would otherwise have the collector
-        read every id again at each collection it runs. They are freed by
-        reference counting as usual; only a cycle you build *through* one of
-        them (by putting into it an object that refers back to it) is never
-        collected. ``list(ids)`` gives an ordinary copy.
-        """
+        The lists are untracked by the cyclic garbage collector (see ``encode``)."""
         if isinstance(texts, str):
             raise TypeError("encode_batch takes a list of str; for one text use encode()")
         texts = list(texts)

@@ -275,10 +275,11 @@ impl CoreBPE {
         Ok(ints)
     }
 
-    /// `ids` as a Python list, of the shared ints.
+    /// `ids` as a Python list, of the shared ints, untracked (see `untracked`).
     fn list<'py>(&self, py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyList>> {
         let ints = self.ints(py)?;
-        PyList::new(py, ids.iter().map(|&i| ints[i as usize].bind(py)))
+        let list = PyList::new(py, ids.iter().map(|&i| ints[i as usize].bind(py)))?;
+        Ok(untracked(list).into_bound(py))
     }
 
     /// Encodes in pieces (checking for Ctrl-C between them), without the GIL
@@ -296,16 +297,19 @@ impl CoreBPE {
     }
 }
 
-/// `list`, hidden from Python's cyclic garbage collector, for good: the
-/// lists of `encode_batch` are returned untracked.
+/// `list`, hidden from Python's cyclic garbage collector, for good: every
+/// list of ids this module returns (`encode*`, `encode_batch`) is untracked.
 ///
 /// Why: every tracked list is traversed, item by item, by the collections
-/// it lives through, and a caller that keeps its results (`ids = encode_batch
-/// (...)` in a loop keeps the last batch's lists alive during the next call;
-/// a pipeline gathering ids keeps them all) has the collector read every id
-/// of every batch again and again. Tracked, the lists cost `encode_batch`
-/// 10 ms of 86 on one thread (10 MB of English, the last result kept; 76 ms
-/// with `gc.disable()`) and held two threads to 1.65x one whole-text call.
+/// it lives through, and a caller that keeps its results (`ids = encode(...)`
+/// in a loop keeps the last result alive during the next call; a pipeline
+/// gathering ids keeps them all) has the collector read every id again and
+/// again. A thousand new lists set off a collection of young objects, so
+/// `encode_batch` paid for it: tracked, its lists cost it 10 ms of 86 on one
+/// thread (10 MB of English, the last result kept; 76 ms with
+/// `gc.disable()`), and the ids of a whole-text `encode` kept beside it cost
+/// it as much again. Two threads went from 1.45-1.74x one whole-text call
+/// to 1.79-1.89x (both kept, timed in alternation, as the benchmark does).
 /// A list of ints can be part of no cycle, so the collector has nothing to
 /// find in it. CPython untracks its tuples and dicts of atomic items for the
 /// same reason; it cannot do it for lists, which may later get anything.

@@ -154,17 +154,20 @@ def test_encode_batch(tok):
 
 
 
-def test_encode_batch_lists_are_untracked_and_keep_what_they_hold(tok):
-    # encode_batch returns its lists hidden from the cyclic GC (lists of ints
-    # form no cycles; tracked, a kept batch is traversed id by id at every
-    # collection). Hidden is safe only if the collector treats what such a
-    # list refers to as referenced from outside: an object put into one must
+def test_lists_of_ids_are_untracked_and_keep_what_they_hold(tok):
+    # Every encode method returns its lists hidden from the cyclic GC (lists
+    # of ints form no cycles; tracked, kept results are traversed id by id at
+    # every collection). Hidden is safe only if the collector treats what such
+    # a list refers to as referenced from outside: an object put into one must
     # survive gc.collect() while the list lives, and go with the list.
     class Marker:
         pass
 
     texts = [p.read_text()[:20_000] for p in CORPUS_FILES] * 40
     expected = [tok.encode(t) for t in texts]
+    singles = [tok.encode(texts[0]), tok.encode_ordinary(texts[0]), tok.encode("hi"),
+               tok.encode("<|endoftext|>", allowed_special="all"), tok.encode_ordinary("")]
+    assert not any(gc.is_tracked(ids) for ids in singles)
     for threads in (1, 2):
         lists = tok.encode_batch(texts, num_threads=threads)
         assert lists == expected
