@@ -233,8 +233,9 @@ class Tokenizer:
                 f"the corpus is empty ({fed.describe()}): there is no text to learn merges from"
             )
         target = vocab_size - len(specials)
-        merges, tokens = trainer.train(target, progress)
-        n_ordinary = 256 + len(tokens)
+        # The state, made in Rust: {(left, right): new} and {id: bytes}.
+        merges, vocab = trainer.train(target, progress)
+        n_ordinary = len(vocab)
         if n_ordinary < target:
             warnings.warn(
                 f"the corpus ran out of pairs to merge: the vocabulary has "
@@ -242,15 +243,15 @@ class Tokenizer:
                 stacklevel=2,
             )
         special_ids = {s: n_ordinary + i for i, s in enumerate(specials)}
-        all_bytes = [bytes([i]) for i in range(256)] + tokens
-        # dict() over ready-made pairs, not comprehensions: at 50k tokens the
-        # comprehensions took a tenth of a 10 MB training run. The encoder is
-        # built in Rust from the trainer's tokens (no bytes -> id dict here).
-        tok = cls._trained(dict(enumerate(all_bytes)), dict(merges), pattern, special_ids, trainer.encoder)
+        # The encoder is built in Rust from the trainer's tokens (no bytes ->
+        # id dict here).
+        tok = cls._trained(vocab, merges, pattern, special_ids, trainer.encoder)
         for s, i in special_ids.items():
-            if (b := s.encode("utf-8")) in all_bytes:  # a few specials: a scan is cheaper than a dict
+            # A few specials: a scan per special is cheaper than a bytes -> id dict.
+            if (b := s.encode("utf-8")) in vocab.values():
+                j = next(j for j, t in vocab.items() if t == b)
                 warnings.warn(
-                    f"special token {s!r} (id {i}) is also the ordinary token {all_bytes.index(b)}: "
+                    f"special token {s!r} (id {i}) is also the ordinary token {j}: "
                     f"where it is allowed, text {s!r} becomes the special id, and decoding either id gives "
                     f"the same text; pick a text that does not occur in the corpus, like '<|{s}|>'",
                     stacklevel=2,

@@ -518,8 +518,11 @@ def test_special_token_that_is_also_ordinary_text(tok):
     t = Tokenizer.train(("x <|endoftext|> y " * 50), 300, progress=False)
     assert t.decode(t.encode_ordinary("<|endoftext|>")) == "<|endoftext|>"
     # A special token whose text the training made an ordinary token: a warning that says what it means.
-    with pytest.warns(UserWarning, match=r"special token 'the' \(id \d+\) is also the ordinary token \d+"):
-        Tokenizer.train("the the the then there", 300, special_tokens=["the"])
+    with pytest.warns(UserWarning, match=r"special token 'the' \(id \d+\) is also the ordinary token \d+") as w:
+        t = Tokenizer.train("the the the then there", 300, special_tokens=["the"])
+    (found,) = [m for x in w if (m := re.search(r"\(id (\d+)\) is also the ordinary token (\d+)", str(x.message)))]
+    special, ordinary = map(int, found.groups())
+    assert t.special_tokens["the"] == special and t.vocab[ordinary] == b"the"
 
 
 def test_invalid_regex():
