@@ -942,9 +942,9 @@ impl Lists {
     /// (128 -> 155 MB on FLORES-200).
     ///
     /// The lists are those of the pairs in the map and of the cold ones.
-    fn compact<S: Symbol>(&mut self, hot: &mut FxHashMap<Pair<S>, PairInfo>, cold: &mut Cold<S>, min_bytes: usize) {
+    fn compact<S: Symbol>(&mut self, hot: &mut FxHashMap<Pair<S>, PairInfo>, cold: &mut Cold<S>, tuning: Tuning) {
         let len = self.arena.len();
-        if len > min_bytes && 4 * self.dead > len {
+        if len > tuning.min_slide && 4 * self.dead > len {
             // In the order of their offsets, each list moves down to where
             // the one before it ends, sized exactly (the next push moves it
             // to the end with twice the room).
@@ -955,25 +955,45 @@ impl Lists {
             // through a reference was a cache miss per comparison. One array
             // of (offset, reference) took 16 bytes a list, 5 MB at the end of
             // the scale file's merges, on top of everything else.)
+            //
+            // In passes, each over the lists that start in one range of
+            // offsets, lowest range first: the sorted array is the slide's
+            // only extra memory, and on the scale file it held ~700k lists
+            // at once (5.5 MB), which set the peak of the whole training (see
+            // `Tuning::slide_pass`). A list moved in one pass starts below the
+            // next range, so no later pass sees it again, and every list
+            // still moves down over dead space only.
             let mut hot: Vec<&mut PairInfo> = hot.values_mut().filter(|i| i.in_arena()).collect();
-            let mut live: Vec<(u32, u32)> =
-                hot.iter().enumerate().map(|(k, i)| (i.slots[0], IN_ARENA | k as u32)).collect();
-            cold.for_each_in_arena(|at, place| live.push((at, place)));
-            live.sort_unstable();
             let starts = cold.starts();
+            let passes = len.div_ceil(tuning.slide_pass.max(1));
             let mut to = 0;
-            for (from, key) in live {
-                let from = from as usize;
-                let used = if key & IN_ARENA != 0 {
-                    let info = &mut hot[(key & !IN_ARENA) as usize];
-                    let used = info.len();
-                    info.slots = [to as u32, used as u32];
-                    used
-                } else {
-                    cold.move_list(&starts, key, to as u32)
-                };
-                self.arena.copy_within(from..from + used, to);
-                to += used;
+            for pass in 0..passes {
+                let range = (pass * len / passes) as u32..((pass + 1) * len / passes) as u32;
+                let mut live: Vec<(u32, u32)> = hot
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, i)| range.contains(&i.slots[0]))
+                    .map(|(k, i)| (i.slots[0], IN_ARENA | k as u32))
+                    .collect();
+                cold.for_each_in_arena(|at, place| {
+                    if range.contains(&at) {
+                        live.push((at, place));
+                    }
+                });
+                live.sort_unstable();
+                for (from, key) in live {
+                    let from = from as usize;
+                    let used = if key & IN_ARENA != 0 {
+                        let info = &mut hot[(key & !IN_ARENA) as usize];
+                        let used = info.len();
+                        info.slots = [to as u32, used as u32];
+                        used
+                    } else {
+                        cold.move_list(&starts, key, to as u32)
+                    };
+                    self.arena.copy_within(from..from + used, to);
+                    to += used;
+                }
             }
             self.arena.truncate(to);
             self.dead = 0;
@@ -1328,10 +1348,18 @@ struct Tuning {
     /// 92.6 MB, 1.80 s (the floor moves more often). FLORES-200: 65.4, 60.4,
     /// 58.3 MB; 0.93, 0.86, 0.94 s.
     heap_pairs: usize,
+    /// About how many bytes of the word-list arena one pass of
+    /// [`Lists::compact`] slides (see there). Merging the 1 GB scale file
+    /// (`examples/profile`, peak and merge time, two runs each): one pass
+    /// 95.1-95.5 MB, 1.73-1.80 s; 8 MB passes 91.9-92.5 MB, 1.76-1.87 s;
+    /// 2 MB passes 90.5-90.9 MB, 1.88-1.95 s. FLORES-200, one pass against
+    /// 2 MB passes: 60.3-60.6 against 57.4-57.9 MB, 1.01-1.12 against
+    /// 1.02-1.20 s.
+    slide_pass: usize,
 }
 
 impl Tuning {
-    const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15 };
+    const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15, slide_pass: 2 << 20 };
 }
 
 /// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.
@@ -1527,7 +1555,7 @@ fn learn<S: Symbol>(
         if heap.items.len() > 2 * heap.built + 4096 {
             refloor(&mut floor, &mut pairs, &mut cold, &mut lists, &words, &mut heap, &vocab);
         }
-        lists.compact(&mut pairs, &mut cold, tuning.min_slide);
+        lists.compact(&mut pairs, &mut cold, tuning);
         words.compact(tuning.min_slide);
     }
     Ok(merges)
@@ -1655,8 +1683,9 @@ mod tests {
         assert!(narrow.len() > 1000, "{}", narrow.len());
         assert_eq!(narrow, wide);
         // Sliding the words and lists down whenever a quarter is unused, at
-        // any size, changes nothing.
-        let sliding = learn::<u16>(counts, 3000, |_| Ok(()), Tuning { min_slide: 0, ..Tuning::DEFAULT }).unwrap();
+        // any size, in passes of ~3000 bytes, changes nothing.
+        let sliding = Tuning { min_slide: 0, slide_pass: 3000, ..Tuning::DEFAULT };
+        let sliding = learn::<u16>(counts, 3000, |_| Ok(()), sliding).unwrap();
         assert_eq!(narrow, sliding);
     }
 
@@ -1678,7 +1707,7 @@ mod tests {
         let expected = learn::<u16>(counts.clone(), 5000, |_| Ok(()), all).unwrap();
         assert!(expected.len() > 2000, "{}", expected.len());
         for heap_pairs in [1, 7, 64, 1000] {
-            let tuning = Tuning { heap_pairs, min_slide: 0 };
+            let tuning = Tuning { heap_pairs, min_slide: 0, slide_pass: 1 << (heap_pairs % 17) };
             let got = learn::<u16>(counts.clone(), 5000, |_| Ok(()), tuning).unwrap();
             assert_eq!(got, expected, "heap of {heap_pairs} pairs");
         }
@@ -1726,7 +1755,9 @@ mod tests {
                 }
             }
             let dead = lists.dead;
-            lists.compact(&mut pairs, &mut Cold::new(), Tuning::DEFAULT.min_slide);
+            // Slides in one pass or in passes of a few lists (1 to 64 KB).
+            let slide_pass = if round % 2 == 0 { usize::MAX } else { 1 << (round % 17) };
+            lists.compact(&mut pairs, &mut Cold::new(), Tuning { slide_pass, ..Tuning::DEFAULT });
             if lists.dead < dead {
                 slides += 1;
                 let in_arena: usize = pairs.values().filter(|i| i.in_arena()).map(PairInfo::len).sum();
