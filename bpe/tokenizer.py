@@ -233,8 +233,10 @@ class Tokenizer:
                 f"the corpus is empty ({fed.describe()}): there is no text to learn merges from"
             )
         target = vocab_size - len(specials)
-        # The state, made in Rust: {(left, right): new} and {id: bytes}.
-        merges, vocab = trainer.train(target, progress)
+        # The state, made in Rust: {(left, right): new} and {id: bytes}. The
+        # encoder for these special tokens (ids after the ordinary ones) is
+        # built meanwhile in another thread; `trainer.encoder` hands it over.
+        merges, vocab = trainer.train(target, progress, list(specials))
         n_ordinary = len(vocab)
         if n_ordinary < target:
             warnings.warn(

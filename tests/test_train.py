@@ -99,8 +99,8 @@ def test_sources_are_equivalent(tmp_path):
 
 
 def test_file_streaming_cuts_blocks_exactly(tmp_path, monkeypatch):
-    # A file larger than one read block (8 MiB) is cut at safe points; the
-    # merges must equal those of the whole text counted at once.
+    # A file of many reads (1 MiB each, counted by several threads) is cut at
+    # safe points; the merges must equal those of the whole text counted at once.
     text = (CORPORA / "tinyshakespeare.txt").read_text()
     big = text * 31  # ~34.6 MB: several blocks
     f = tmp_path / "big.txt"
@@ -110,6 +110,24 @@ def test_file_streaming_cuts_blocks_exactly(tmp_path, monkeypatch):
     trainer.feed_texts([text] * 31)  # the same chunks: a document boundary sits at a safe cut
     merges, _ = trainer.train(399, False)
     assert list(from_file.merges.items()) == list(merges.items())
+
+
+def test_trainer_hands_over_the_encoder_it_built_or_builds_another():
+    # `train` builds the encoder for the special tokens it is given in another
+    # thread; `encoder` hands it over when asked for those same ones, else
+    # builds one for the others. Both encode the ordinary text alike.
+    text = (CORPORA / "tinyshakespeare.txt").read_text()[:300_000]
+    trainer = bpe._core.Trainer(bpe.GPT4_PATTERN)
+    trainer.feed_texts([text])
+    merges, vocab = trainer.train(1000, False, ["<|endoftext|>", "<|fim|>"])
+    n = len(vocab)
+    assert n == 1000
+    built = trainer.encoder({"<|endoftext|>": n, "<|fim|>": n + 1})
+    other = trainer.encoder({"<|x|>": n})
+    ordinary = reference.encode(text[:3000], {b: i for i, b in vocab.items()}, bpe.GPT4_PATTERN)
+    assert built.encode_ordinary(text[:3000]) == other.encode_ordinary(text[:3000]) == ordinary
+    assert built.encode("a<|fim|>b<|endoftext|>", ["<|fim|>", "<|endoftext|>"])[1::2] == [n + 1, n]
+    assert other.encode("a<|x|>", ["<|x|>"])[-1] == n
 
 
 def test_deterministic_across_hash_seeds_and_threads(tmp_path):
