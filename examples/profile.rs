@@ -204,7 +204,7 @@ fn main() {
             let tc = t.elapsed().as_secs_f64();
             println!("distinct chunks {n_distinct}  count {tc:.3}s  {}", peak());
             let t = Instant::now();
-            let merges = bpe::train::learn_merges(counts, vocab - 256, |v| {
+            let merges = bpe::train::learn_merges(counts, vocab - 256, |_, v| {
                 if [300, 1000, 3000, 10000, 30000].contains(&v) {
                     println!("  vocab {v}: {:.3}s", t.elapsed().as_secs_f64());
                 }

@@ -109,6 +109,19 @@ pub struct Vocab {
     long: FxHashMap<Box<[u8]>, Rank>,
 }
 
+/// An empty vocabulary (no tokens, not even the 256 bytes).
+impl Default for Vocab {
+    fn default() -> Vocab {
+        Vocab {
+            byte: [NONE; 256],
+            pair: vec![NONE; 1 << 16].into_boxed_slice(),
+            small: FxHashMap::default(),
+            short: FxHashMap::default(),
+            long: FxHashMap::default(),
+        }
+    }
+}
+
 /// Packs up to 15 bytes into a u128: the bytes little-endian, the length in
 /// the top byte (so "ab\0" and "ab" differ). Training counts chunks by it too.
 ///
@@ -156,30 +169,30 @@ fn unpack(key: u128) -> Vec<u8> {
 
 impl Vocab {
     fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Vocab {
-        let mut v = Vocab {
-            byte: [NONE; 256],
-            pair: vec![NONE; 1 << 16].into_boxed_slice(),
-            small: FxHashMap::default(),
-            short: FxHashMap::default(),
-            long: FxHashMap::default(),
-        };
+        let mut v = Vocab::default();
         for (bytes, &r) in ranks {
-            match bytes.len() {
-                0 => {}
-                1 => v.byte[bytes[0] as usize] = r,
-                2 => v.pair[(bytes[0] as usize) << 8 | bytes[1] as usize] = r,
-                3..=7 => {
-                    v.small.insert(pack_small(bytes), r);
-                }
-                8..=15 => {
-                    v.short.insert(pack(bytes), r);
-                }
-                _ => {
-                    v.long.insert(bytes.as_slice().into(), r);
-                }
-            }
+            v.insert(bytes, r);
         }
         v
+    }
+
+    /// Adds a token (the trainer adds each one as it learns it). Tokens are
+    /// never empty: an empty one is ignored.
+    pub fn insert(&mut self, bytes: &[u8], r: Rank) {
+        match bytes.len() {
+            0 => {}
+            1 => self.byte[bytes[0] as usize] = r,
+            2 => self.pair[(bytes[0] as usize) << 8 | bytes[1] as usize] = r,
+            3..=7 => {
+                self.small.insert(pack_small(bytes), r);
+            }
+            8..=15 => {
+                self.short.insert(pack(bytes), r);
+            }
+            _ => {
+                self.long.insert(bytes.into(), r);
+            }
+        }
     }
 
     /// The rank of `b`, or `NONE`.
@@ -235,9 +248,6 @@ impl Encoder {
     ) -> Result<Self, String> {
         let splitter = Splitter::new(pattern)?;
         let max_id = ranks.values().chain(specials.values()).copied().max();
-        if specials.contains_key("") {
-            return Err("a special token is the empty string".into());
-        }
         if let Some(m) = max_id.filter(|&m| m > MAX_ID) {
             return Err(format!("token id {m} is too large: ids must be at most {MAX_ID}"));
         }
@@ -250,6 +260,44 @@ impl Encoder {
                 return Err(format!("two tokens have id {id}"));
             }
             by_id[id as usize] = Some(bytes);
+        }
+        Encoder::assemble(Vocab::new(&ranks), by_id, specials, splitter)
+    }
+
+    /// An encoder for the ordinary tokens `tokens` (token `i` has id `i`),
+    /// which `vocab` holds already, and `specials`: the trainer fills `vocab`
+    /// while it learns, so that little is left to do once it has finished.
+    pub fn from_vocab(
+        vocab: Vocab,
+        tokens: &[Vec<u8>],
+        specials: FxHashMap<String, Rank>,
+        pattern: &str,
+    ) -> Result<Self, String> {
+        let splitter = Splitter::new(pattern)?;
+        debug_assert!(tokens.iter().enumerate().all(|(i, t)| vocab.get(t) == i as Rank));
+        // One more than the largest id.
+        let n = specials.values().map(|&id| id as usize + 1).chain([tokens.len()]).max().unwrap_or(0);
+        if n > MAX_ID as usize + 1 {
+            return Err(format!("token id {} is too large: ids must be at most {MAX_ID}", n - 1));
+        }
+        let mut by_id: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
+        by_id.resize(n, None);
+        Encoder::assemble(vocab, by_id, specials, splitter)
+    }
+
+    /// The rest of both constructors: the special tokens (put in `by_id`,
+    /// which holds the ordinary tokens and is long enough for every id), the
+    /// decoder and the special-token regex.
+    fn assemble(
+        vocab: Vocab,
+        by_id: Vec<Option<&[u8]>>,
+        specials: FxHashMap<String, Rank>,
+        splitter: Splitter,
+    ) -> Result<Self, String> {
+        // (Rebound so that it may borrow from `specials`, which moves below.)
+        let mut by_id: Vec<Option<&[u8]>> = by_id;
+        if specials.contains_key("") {
+            return Err("a special token is the empty string".into());
         }
         for (text, &id) in &specials {
             if by_id[id as usize].is_some() {
@@ -266,7 +314,7 @@ impl Encoder {
             let alternation: Vec<String> = texts.iter().map(|t| regex::escape(t)).collect();
             Some(regex::Regex::new(&alternation.join("|")).map_err(|e| e.to_string())?)
         };
-        Ok(Encoder { vocab: Vocab::new(&ranks), specials, decoder, splitter, special_regex })
+        Ok(Encoder { vocab, specials, decoder, splitter, special_regex })
     }
 
     pub fn splitter(&self) -> &Splitter {
@@ -678,6 +726,37 @@ mod tests {
     fn textbook_example() {
         let enc = Encoder::new(byte_ranks(&["aa", "ab", "aaab"]), FxHashMap::default(), r"[\s\S]+").unwrap();
         assert_eq!(enc.encode_ordinary("aaabdaaabac").unwrap(), vec![258, 100, 258, 97, 99]);
+    }
+
+    /// An encoder assembled from a vocabulary filled one token at a time (as
+    /// the trainer does) encodes and decodes as one made from a rank map, and
+    /// refuses a special token on an ordinary id.
+    #[test]
+    fn from_vocab_equals_new() {
+        let ranks = byte_ranks(&["aa", "ab", "aaab", "bd", "aaabdaaabac!"]);
+        let mut tokens = vec![Vec::new(); ranks.len()];
+        for (bytes, &id) in &ranks {
+            tokens[id as usize] = bytes.clone();
+        }
+        let vocab = || {
+            let mut vocab = Vocab::default();
+            for (id, t) in tokens.iter().enumerate() {
+                vocab.insert(t, id as Rank);
+            }
+            vocab
+        };
+        let specials: FxHashMap<String, Rank> = [("<s>".to_string(), 261)].into_iter().collect();
+        let made = Encoder::new(ranks, specials.clone(), GPT4_PATTERN).unwrap();
+        let assembled = Encoder::from_vocab(vocab(), &tokens, specials, GPT4_PATTERN).unwrap();
+        let allowed: FxHashSet<String> = ["<s>".to_string()].into_iter().collect();
+        for text in ["aaabdaaabac", "aaabdaaabac!<s> aab", "x<s>"] {
+            let ids = made.encode(text, &allowed).unwrap();
+            assert_eq!(assembled.encode(text, &allowed).unwrap(), ids);
+            assert_eq!(assembled.decode_bytes(&ids).unwrap(), text.as_bytes());
+        }
+        let taken: FxHashMap<String, Rank> = [("<s>".to_string(), 3)].into_iter().collect();
+        let err = Encoder::from_vocab(vocab(), &tokens, taken, GPT4_PATTERN).err().unwrap();
+        assert!(err.contains("already taken"), "{err}");
     }
 
     /// The parts (start, end, id) that the scan or the heap merge makes.

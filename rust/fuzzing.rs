@@ -139,7 +139,7 @@ fn trained() -> &'static [(Encoder, FxHashMap<Vec<u8>, Rank>)] {
             .map(|pattern| {
                 let s = Splitter::new(pattern).unwrap();
                 let counts = count_documents(&s, &[&text], false).unwrap();
-                let merges = learn_merges(counts, 700, |_| Ok(())).unwrap();
+                let merges = learn_merges(counts, 700, |_, _| Ok(())).unwrap();
                 let vocab = replay(&merges);
                 let ranks: FxHashMap<Vec<u8>, Rank> =
                     vocab.iter().enumerate().map(|(i, b)| (b.clone(), i as Rank)).collect();
@@ -217,7 +217,7 @@ pub fn train(data: &[u8]) {
             let mut bytes = 0u64;
             counts.for_each(|k, n| bytes += k.len() as u64 * n);
             assert_eq!(bytes, docs.iter().map(|d| d.len() as u64).sum::<u64>());
-            learn_merges(counts, target, |_| Ok(())).unwrap()
+            learn_merges(counts, target, |_, _| Ok(())).unwrap()
         })
     };
     let merges = run(1);

@@ -218,9 +218,9 @@ mod tests {
     fn merging_on_a_pool() {
         let counts: train::ChunkCounts =
             [("abab", 3u64), ("ab", 5), ("bcbc", 2), ("ca", 1)].iter().map(|(w, n)| (w.as_bytes().to_vec(), *n)).collect();
-        let sequential = train::learn_merges(counts.clone(), 262, |_| Ok(())).unwrap();
+        let sequential = train::learn_merges(counts.clone(), 262, |_, _| Ok(())).unwrap();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        let parallel = pool.install(|| train::learn_merges(counts.clone(), 262, |_| Ok(())).unwrap());
+        let parallel = pool.install(|| train::learn_merges(counts.clone(), 262, |_, _| Ok(())).unwrap());
         assert_eq!(parallel, sequential);
         let merged = pool.install(|| {
             rayon::join(|| train::merge_counts(counts.clone(), counts.clone()), || train::merge_counts(counts.clone(), counts.clone()))
@@ -255,8 +255,8 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
         let parallel = pool.install(|| train::count_documents(&splitter, &texts, false).unwrap());
         assert_eq!(parallel, sequential);
-        let merges = pool.install(|| train::learn_merges(parallel, 270, |_| Ok(())).unwrap());
-        assert_eq!(merges, train::learn_merges(sequential, 270, |_| Ok(())).unwrap());
+        let merges = pool.install(|| train::learn_merges(parallel, 270, |_, _| Ok(())).unwrap());
+        assert_eq!(merges, train::learn_merges(sequential, 270, |_, _| Ok(())).unwrap());
     }
 
     #[test]

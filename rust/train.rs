@@ -1481,9 +1481,10 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
 }
 
 /// Learns merges until the vocabulary holds `target` ordinary tokens (256
-/// bytes included) or no pair is left. `on_token` is called with the
-/// vocabulary size after each new token (for progress) and may stop the work
-/// by returning an error (Ctrl-C).
+/// bytes included) or no pair is left. `on_merge` is called with each merge
+/// as it is made and the vocabulary size after it (for progress, and for the
+/// Python tokenizer's state, made meanwhile on another core), and may stop
+/// the work by returning an error (Ctrl-C).
 ///
 /// The merge loop runs on one core. It once did merges that touch over 1/32
 /// of the words on all cores (runs of words per thread, deltas summed after):
@@ -1494,12 +1495,12 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
 pub fn learn_merges(
     counts: ChunkCounts,
     target: usize,
-    on_token: impl FnMut(usize) -> Result<(), String>,
+    on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
     if target <= 1 << 16 {
-        learn::<u16>(counts, target, on_token, Tuning::DEFAULT)
+        learn::<u16>(counts, target, on_merge, Tuning::DEFAULT)
     } else {
-        learn::<u32>(counts, target, on_token, Tuning::DEFAULT)
+        learn::<u32>(counts, target, on_merge, Tuning::DEFAULT)
     }
 }
 
@@ -1534,7 +1535,7 @@ impl Tuning {
 fn learn<S: Symbol>(
     counts: ChunkCounts,
     target: usize,
-    mut on_token: impl FnMut(usize) -> Result<(), String>,
+    mut on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     tuning: Tuning,
 ) -> Result<Vec<Merge>, String> {
     let mut words = Words::<S>::new(counts)?;
@@ -1631,11 +1632,12 @@ fn learn<S: Symbol>(
                 let bytes: Arc<[u8]> = Arc::from(bytes);
                 vocab.push(bytes.clone());
                 ids.insert(bytes, id);
-                on_token(vocab.len())?;
                 id
             }
         };
-        merges.push(Merge { left: pair.0.id() as u32, right: pair.1.id() as u32, new });
+        let merge = Merge { left: pair.0.id() as u32, right: pair.1.id() as u32, new };
+        on_merge(&merge, vocab.len())?;
+        merges.push(merge);
         let new = S::from_id(new);
 
         // The pair disappears: every occurrence is merged. Its entry goes
@@ -1799,7 +1801,7 @@ mod tests {
     #[test]
     fn textbook_example() {
         // "aaabdaaabac" as one chunk, trained to 259 tokens.
-        let merges = learn_merges(counts_of(&[("aaabdaaabac", 1)]), 259, |_| Ok(())).unwrap();
+        let merges = learn_merges(counts_of(&[("aaabdaaabac", 1)]), 259, |_, _| Ok(())).unwrap();
         let got: Vec<(u32, u32, u32)> = merges.iter().map(|m| (m.left, m.right, m.new)).collect();
         assert_eq!(got, vec![(97, 97, 256), (97, 98, 257), (256, 257, 258)]);
     }
@@ -1807,7 +1809,7 @@ mod tests {
     #[test]
     fn ties_go_to_the_smallest_bytes() {
         // "ab" and "cd" both occur twice; "ab" < "cd".
-        let merges = learn_merges(counts_of(&[("cd", 2), ("ab", 2)]), 257, |_| Ok(())).unwrap();
+        let merges = learn_merges(counts_of(&[("cd", 2), ("ab", 2)]), 257, |_, _| Ok(())).unwrap();
         assert_eq!(merges, vec![Merge { left: b'a' as u32, right: b'b' as u32, new: 256 }]);
     }
 
@@ -1816,7 +1818,7 @@ mod tests {
         // "xy" occurs twice and goes first; then only pairs occurring once are
         // left ((x y)(x y) -> (xy, xy), and (a, b)): the heap, which holds
         // pairs occurring twice or more, runs empty and is rebuilt with them.
-        let merges = learn_merges(counts_of(&[("xyxy", 1), ("ab", 1)]), 1000, |_| Ok(())).unwrap();
+        let merges = learn_merges(counts_of(&[("xyxy", 1), ("ab", 1)]), 1000, |_, _| Ok(())).unwrap();
         let got: Vec<(u32, u32, u32)> = merges.iter().map(|m| (m.left, m.right, m.new)).collect();
         assert_eq!(got, vec![(120, 121, 256), (97, 98, 257), (256, 256, 258)]);
     }
@@ -1827,14 +1829,14 @@ mod tests {
         // must add up: "ab" (2^33 + 1) beats "cd" (2^33), which beats "ef"
         // (2^32 + 7, more than a u32 holds).
         let counts = counts_of(&[("cd", 1 << 33), ("ef", (1 << 32) + 7), ("ab", (1 << 33) + 1)]);
-        let merges = learn_merges(counts, 259, |_| Ok(())).unwrap();
+        let merges = learn_merges(counts, 259, |_, _| Ok(())).unwrap();
         let got: Vec<(u32, u32)> = merges.iter().map(|m| (m.left, m.right)).collect();
         assert_eq!(got, vec![(97, 98), (99, 100), (101, 102)]);
     }
 
     #[test]
     fn stops_when_the_corpus_is_exhausted() {
-        let merges = learn_merges(counts_of(&[("ab", 5)]), 1000, |_| Ok(())).unwrap();
+        let merges = learn_merges(counts_of(&[("ab", 5)]), 1000, |_, _| Ok(())).unwrap();
         assert_eq!(merges.len(), 1);
     }
 
@@ -1846,14 +1848,14 @@ mod tests {
         let text = random_text(WORDS, 60_000, 4, 0x9e3779b97f4a7c15, false);
         let s = Splitter::new(GPT4_PATTERN).unwrap();
         let counts = count_documents(&s, &[&text], false).unwrap();
-        let narrow = learn::<u16>(counts.clone(), 3000, |_| Ok(()), Tuning::DEFAULT).unwrap();
-        let wide = learn::<u32>(counts.clone(), 3000, |_| Ok(()), Tuning::DEFAULT).unwrap();
+        let narrow = learn::<u16>(counts.clone(), 3000, |_, _| Ok(()), Tuning::DEFAULT).unwrap();
+        let wide = learn::<u32>(counts.clone(), 3000, |_, _| Ok(()), Tuning::DEFAULT).unwrap();
         assert!(narrow.len() > 1000, "{}", narrow.len());
         assert_eq!(narrow, wide);
         // Sliding the words and lists down whenever a quarter is unused, at
         // any size, in passes of ~3000 bytes, changes nothing.
         let sliding = Tuning { min_slide: 0, slide_pass: 3000, ..Tuning::DEFAULT };
-        let sliding = learn::<u16>(counts, 3000, |_| Ok(()), sliding).unwrap();
+        let sliding = learn::<u16>(counts, 3000, |_, _| Ok(()), sliding).unwrap();
         assert_eq!(narrow, sliding);
     }
 
@@ -1872,11 +1874,11 @@ mod tests {
         let s = Splitter::new(GPT4_PATTERN).unwrap();
         let counts = count_documents(&s, &[&text], false).unwrap();
         let all = Tuning { heap_pairs: usize::MAX, ..Tuning::DEFAULT };
-        let expected = learn::<u16>(counts.clone(), 5000, |_| Ok(()), all).unwrap();
+        let expected = learn::<u16>(counts.clone(), 5000, |_, _| Ok(()), all).unwrap();
         assert!(expected.len() > 2000, "{}", expected.len());
         for heap_pairs in [1, 7, 64, 1000] {
             let tuning = Tuning { heap_pairs, min_slide: 0, slide_pass: 1 << (heap_pairs % 17) };
-            let got = learn::<u16>(counts.clone(), 5000, |_| Ok(()), tuning).unwrap();
+            let got = learn::<u16>(counts.clone(), 5000, |_, _| Ok(()), tuning).unwrap();
             assert_eq!(got, expected, "heap of {heap_pairs} pairs");
         }
     }
