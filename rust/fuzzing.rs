@@ -138,7 +138,7 @@ fn trained() -> &'static [(Encoder, FxHashMap<Vec<u8>, Rank>)] {
             .iter()
             .map(|pattern| {
                 let s = Splitter::new(pattern).unwrap();
-                let counts = count_documents(&s, &[&text], false).unwrap();
+                let counts = count_documents(&s, &[&text]).unwrap();
                 let merges = learn_merges(counts, 700, |_, _| Ok(())).unwrap();
                 let vocab = replay(&merges);
                 let ranks: FxHashMap<Vec<u8>, Rank> =
@@ -213,7 +213,7 @@ pub fn train(data: &[u8]) {
     let target = 256 + (sel as usize >> 2) * 4;
     let run = |threads| {
         pool(threads).install(|| {
-            let counts = count_documents(&s, &docs, false).unwrap();
+            let counts = count_documents(&s, &docs).unwrap();
             let mut bytes = 0u64;
             counts.for_each(|k, n| bytes += k.len() as u64 * n);
             assert_eq!(bytes, docs.iter().map(|d| d.len() as u64).sum::<u64>());

@@ -53,7 +53,7 @@ pub fn encode_with(
     Ok(out)
 }
 
-/// `train::count_documents(splitter, docs, false)` in groups of about
+/// `train::count_documents(splitter, docs)` in groups of about
 /// `group_bytes`, calling `between` before each group. Each group is counted
 /// on all cores, as a whole call would be.
 pub fn count_documents(
@@ -64,7 +64,7 @@ pub fn count_documents(
 ) -> Result<ChunkCounts, String> {
     let total: usize = docs.iter().map(|d| d.len()).sum();
     if total <= group_bytes || !splitter.cuttable() && docs.len() == 1 {
-        return train::count_documents(splitter, docs, false);
+        return train::count_documents(splitter, docs);
     }
     let mut pieces: Vec<&str> = Vec::new();
     for doc in docs {
@@ -84,7 +84,7 @@ pub fn count_documents(
             end += 1;
         }
         between()?;
-        let group = train::count_documents(splitter, &pieces[start..end], false)?;
+        let group = train::count_documents(splitter, &pieces[start..end])?;
         counts = train::merge_counts(counts, group);
         start = end;
     }
@@ -200,7 +200,7 @@ mod tests {
         let docs = [text.as_str(), "short doc", text.as_str()];
         for pattern in [GPT4_PATTERN, r"\s+|\w+|[^\s\w]+"] {
             let s = Splitter::new(pattern).unwrap();
-            let whole = train::count_documents(&s, &docs, false).unwrap();
+            let whole = train::count_documents(&s, &docs).unwrap();
             let mut calls = 0;
             let grouped = count_documents(&s, &docs, 1 << 20, || {
                 calls += 1;
@@ -251,9 +251,9 @@ mod tests {
             }
         });
         let splitter = Splitter::new(pattern).unwrap();
-        let sequential = train::count_documents(&splitter, &texts, false).unwrap();
+        let sequential = train::count_documents(&splitter, &texts).unwrap();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        let parallel = pool.install(|| train::count_documents(&splitter, &texts, false).unwrap());
+        let parallel = pool.install(|| train::count_documents(&splitter, &texts).unwrap());
         assert_eq!(parallel, sequential);
         let merges = pool.install(|| train::learn_merges(parallel, 270, |_, _| Ok(())).unwrap());
         assert_eq!(merges, train::learn_merges(sequential, 270, |_, _| Ok(())).unwrap());

@@ -192,12 +192,11 @@ fn add_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, mut other: FxH
 }
 
 /// Counts the chunks of many documents, in parallel over all rayon threads.
-/// Long documents are cut at safe points when the pattern allows it (or when
-/// `force_cut`: file blocks, which are cut at such points anyway).
-pub fn count_documents(splitter: &Splitter, docs: &[&str], force_cut: bool) -> Result<ChunkCounts, String> {
+/// Long documents are cut at safe points when the pattern allows it.
+pub fn count_documents(splitter: &Splitter, docs: &[&str]) -> Result<ChunkCounts, String> {
     let mut pieces: Vec<&str> = Vec::new();
     for doc in docs {
-        if (force_cut || splitter.cuttable()) && doc.len() > SEGMENT_BYTES {
+        if splitter.cuttable() && doc.len() > SEGMENT_BYTES {
             pieces.extend(segments(doc, SEGMENT_BYTES));
         } else {
             pieces.push(doc);
@@ -1792,7 +1791,7 @@ mod tests {
         let mut plain: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
         splitter.for_each_chunk(&text, |c| *plain.entry(c.as_bytes().to_vec()).or_insert(0) += 2).unwrap();
         let mut packed: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
-        count_documents(&splitter, &[&text, &text], false).unwrap().for_each(|c, n| {
+        count_documents(&splitter, &[&text, &text]).unwrap().for_each(|c, n| {
             assert!(packed.insert(c.to_vec(), n).is_none(), "{c:?} twice");
         });
         assert_eq!(packed, plain);
@@ -1847,7 +1846,7 @@ mod tests {
         const WORDS: &[&str] = &["the", "a", "é", "日本", "ж", "1", "42", "x", "'s", "!", "\n", "qu", "ü", "🙂"];
         let text = random_text(WORDS, 60_000, 4, 0x9e3779b97f4a7c15, false);
         let s = Splitter::new(GPT4_PATTERN).unwrap();
-        let counts = count_documents(&s, &[&text], false).unwrap();
+        let counts = count_documents(&s, &[&text]).unwrap();
         let narrow = learn::<u16>(counts.clone(), 3000, |_, _| Ok(()), Tuning::DEFAULT).unwrap();
         let wide = learn::<u32>(counts.clone(), 3000, |_, _| Ok(()), Tuning::DEFAULT).unwrap();
         assert!(narrow.len() > 1000, "{}", narrow.len());
@@ -1872,7 +1871,7 @@ mod tests {
             &["the", "then", "he", "hen", "é", "日本", "本日", "ж", "1", "42", "x", "'s", "!", "ab", "abc", "bc"];
         let text = random_text(WORDS, 40_000, 5, 0x51afd7ed558ccd25, true);
         let s = Splitter::new(GPT4_PATTERN).unwrap();
-        let counts = count_documents(&s, &[&text], false).unwrap();
+        let counts = count_documents(&s, &[&text]).unwrap();
         let all = Tuning { heap_pairs: usize::MAX, ..Tuning::DEFAULT };
         let expected = learn::<u16>(counts.clone(), 5000, |_, _| Ok(()), all).unwrap();
         assert!(expected.len() > 2000, "{}", expected.len());
@@ -2079,7 +2078,7 @@ mod tests {
         let text = "The quick brown fox.\nJumps over 1234 lazy dogs!\n".repeat(50_000);
         let mut seq = ChunkCounts::default();
         count_chunks(&s, &text, &mut seq).unwrap();
-        let par = count_documents(&s, &[&text], false).unwrap();
+        let par = count_documents(&s, &[&text]).unwrap();
         assert_eq!(seq, par);
     }
 }

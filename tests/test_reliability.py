@@ -626,7 +626,7 @@ print((status("VmHWM") - before) // 1024)
 
 
 def test_long_line_of_words_streams_in_bounded_memory(tmp_path):
-    """A 48 MB line of ordinary words is read in blocks cut between words
+    """A 48 MB line of ordinary words is read in segments cut between words
     (the word cut, proven in rust/pretokenize.rs): peak memory grows by far
     less than the line, and the merges are those of the whole line."""
     words = TEXT[:200_000].replace("\n", " ")
