@@ -233,9 +233,9 @@ class Tokenizer:
                 f"the corpus is empty ({fed.describe()}): there is no text to learn merges from"
             )
         target = vocab_size - len(specials)
-        # The state, made in Rust: {(left, right): new} and {id: bytes}. The
-        # encoder for these special tokens (ids after the ordinary ones) is
-        # built meanwhile in another thread; `trainer.encoder` hands it over.
+        # The state, made in Rust while the merge loop runs: {(left, right):
+        # new} and {id: bytes}, and with them the encoder for these special
+        # tokens (ids after the ordinary ones), which `trainer.encoder` hands over.
         merges, vocab = trainer.train(target, progress, list(specials))
         n_ordinary = len(vocab)
         if n_ordinary < target:
@@ -245,8 +245,6 @@ class Tokenizer:
                 stacklevel=2,
             )
         special_ids = {s: n_ordinary + i for i, s in enumerate(specials)}
-        # The encoder is built in Rust from the trainer's tokens (no bytes ->
-        # id dict here).
         tok = cls._trained(vocab, merges, pattern, special_ids, trainer.encoder)
         for s, i in special_ids.items():
             # A few specials: a scan per special is cheaper than a bytes -> id dict.

@@ -281,7 +281,7 @@ impl Trainer {
             });
             // Each wait ends at least every 50 ms to check for Ctrl-C (early
             // merges of a large corpus can each rewrite a million words).
-            let mut made_all = || -> PyResult<()> {
+            let mut make_all = || -> PyResult<()> {
                 loop {
                     let wait = Duration::from_millis(50);
                     match py.allow_threads(|| batches.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(wait)) {
@@ -292,7 +292,7 @@ impl Trainer {
                     py.check_signals()?;
                 }
             };
-            let made_all = made_all();
+            let made_all = make_all();
             if made_all.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }

@@ -247,7 +247,7 @@ pub fn count_files(
     paths: &[std::path::PathBuf],
     on_bytes: impl FnMut(u64) -> Result<(), String>,
 ) -> Result<ChunkCounts, String> {
-    let count = |text: &str, counts: &mut ChunkCounts| splitter.for_each_chunk(text, |c| counts.add(c.as_bytes(), 1));
+    let count = |text: &str, counts: &mut ChunkCounts| count_chunks(splitter, text, counts);
     count_files_in(&count, paths, (READ_BYTES, FLUSH_BYTES), on_bytes)
 }
 

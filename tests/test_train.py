@@ -102,7 +102,7 @@ def test_file_streaming_cuts_blocks_exactly(tmp_path, monkeypatch):
     # A file of many reads (1 MiB each, counted by several threads) is cut at
     # safe points; the merges must equal those of the whole text counted at once.
     text = (CORPORA / "tinyshakespeare.txt").read_text()
-    big = text * 31  # ~34.6 MB: several blocks
+    big = text * 31  # ~34.6 MB: dozens of reads
     f = tmp_path / "big.txt"
     f.write_text(big, encoding="utf-8")
     from_file = Tokenizer.train(f, 400, progress=False)
@@ -113,8 +113,8 @@ def test_file_streaming_cuts_blocks_exactly(tmp_path, monkeypatch):
 
 
 def test_trainer_hands_over_the_encoder_it_built_or_builds_another():
-    # `train` builds the encoder for the special tokens it is given in another
-    # thread; `encoder` hands it over when asked for those same ones, else
+    # `train` builds the encoder for the special tokens it is given while it
+    # learns; `encoder` hands it over when asked for those same ones, else
     # builds one for the others. Both encode the ordinary text alike.
     text = (CORPORA / "tinyshakespeare.txt").read_text()[:300_000]
     trainer = bpe._core.Trainer(bpe.GPT4_PATTERN)
