@@ -10,6 +10,10 @@
 //! Working on bytes rather than on a `(id, id) -> id` merge table is what makes
 //! us agree with tiktoken on rank-only vocabularies, which have no merge list.
 //!
+//! Step 2 may start from whole characters instead of bytes where that is
+//! sure to give the same result (`chars.rs`); in most scripts that skips
+//! the merges that only rebuild characters.
+//!
 //! Step 2 has two implementations with the same result: a simple scan that
 //! rescans all pairs after each merge (O(n²), fastest for the short chunks that
 //! are the vast majority), and a heap over a linked list (O(n log n)) for long
@@ -21,6 +25,7 @@ use std::collections::BinaryHeap;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::chars::Chars;
 use crate::pretokenize::Splitter;
 
 pub type Rank = u32;
@@ -35,7 +40,7 @@ const LONG_CHUNK: usize = 128;
 pub const MAX_ID: Rank = (1 << 24) - 1;
 
 /// "No token": the rank of a byte string that is not in the vocabulary.
-const NONE: Rank = Rank::MAX;
+pub(crate) const NONE: Rank = Rank::MAX;
 
 /// The ids of chunks that took merging, kept while one thread encodes.
 ///
@@ -202,7 +207,7 @@ impl Vocab {
     /// (inlining made encoding 4% faster on FLORES-200 with o200k, 2.5% on
     /// English).
     #[inline(always)]
-    fn get(&self, b: &[u8]) -> Rank {
+    pub(crate) fn get(&self, b: &[u8]) -> Rank {
         match b.len() {
             0 => NONE,
             1 => self.byte[b[0] as usize],
@@ -229,6 +234,8 @@ impl Vocab {
 pub struct Encoder {
     /// Ordinary token bytes -> id.
     vocab: Vocab,
+    /// The multi-byte characters that may start merging whole.
+    chars: Chars,
     /// Special token text -> id.
     specials: FxHashMap<String, Rank>,
     /// id -> bytes, ordinary and special tokens alike.
@@ -296,6 +303,7 @@ impl Encoder {
     ) -> Result<Self, String> {
         // (Rebound so that it may borrow from `specials`, which moves below.)
         let mut by_id: Vec<Option<&[u8]>> = by_id;
+        let chars = Chars::new(&vocab, &by_id);
         if specials.contains_key("") {
             return Err("a special token is the empty string".into());
         }
@@ -314,7 +322,7 @@ impl Encoder {
             let alternation: Vec<String> = texts.iter().map(|t| regex::escape(t)).collect();
             Some(regex::Regex::new(&alternation.join("|")).map_err(|e| e.to_string())?)
         };
-        Ok(Encoder { vocab, specials, decoder, splitter, special_regex })
+        Ok(Encoder { vocab, chars, specials, decoder, splitter, special_regex })
     }
 
     pub fn splitter(&self) -> &Splitter {
@@ -354,8 +362,12 @@ impl Encoder {
         };
         if chunk.len() > LONG_CHUNK {
             merge_with_heap(&self.vocab, chunk, NONE, &mut push);
+        } else if self.chars.is_empty() || chunk.is_ascii() {
+            // (An ASCII chunk has no character to start whole, and the plain
+            // start is faster: 3-6% on English.)
+            merge_with_scan(&self.vocab, None, chunk, NONE, &mut push);
         } else {
-            merge_with_scan(&self.vocab, chunk, NONE, &mut push);
+            merge_with_scan(&self.vocab, Some(&self.chars), chunk, NONE, &mut push);
         }
         match missing {
             None => Ok(()),
@@ -519,7 +531,7 @@ impl Encoder {
             if bytes.len() > LONG_CHUNK {
                 merge_with_heap(&self.vocab, bytes, rank, &mut push);
             } else {
-                merge_with_scan(&self.vocab, bytes, rank, &mut push);
+                merge_with_scan(&self.vocab, None, bytes, rank, &mut push);
             }
             match parts[..] {
                 [(_, left), (_, right)] if left != NONE && right != NONE => merges.push((left, right, rank)),
@@ -575,13 +587,23 @@ impl Decoder {
 /// Everything lives in fixed arrays on the stack (no allocation per chunk),
 /// and each part carries its rank, so the result needs no final look-ups: a
 /// merged part's id is the rank of the pair that made it.
-fn merge_with_scan(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &mut impl FnMut(usize, usize, Rank)) {
+///
+/// With `chars`, the characters it allows start as one part each (see
+/// `chars.rs`); without, every byte does. (Merge recovery passes `None`: it
+/// replays BPE with only some of the tokens, for which `chars` was not made.)
+fn merge_with_scan(
+    vocab: &Vocab,
+    chars: Option<&Chars>,
+    chunk: &[u8],
+    limit: Rank,
+    emit: &mut impl FnMut(usize, usize, Rank),
+) {
     // Most chunks that need merging are short (12 bytes on average on FLORES):
     // arrays sized for them are cheaper to set up than ones for LONG_CHUNK.
     if chunk.len() <= 32 {
-        scan::<32>(vocab, chunk, limit, emit)
+        scan::<32>(vocab, chars, chunk, limit, emit)
     } else {
-        scan::<LONG_CHUNK>(vocab, chunk, limit, emit)
+        scan::<LONG_CHUNK>(vocab, chars, chunk, limit, emit)
     }
 }
 
@@ -594,7 +616,13 @@ fn merge_with_scan(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &mut impl FnM
 /// the parts packed, shifting three arrays left after each merge: three
 /// `memmove` calls per merge were 8% of encoding FLORES-200 with o200k.
 #[inline(always)]
-fn scan<const N: usize>(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &mut impl FnMut(usize, usize, Rank)) {
+fn scan<const N: usize>(
+    vocab: &Vocab,
+    chars: Option<&Chars>,
+    chunk: &[u8],
+    limit: Rank,
+    emit: &mut impl FnMut(usize, usize, Rank),
+) {
     let n = chunk.len();
     debug_assert!((1..=N).contains(&n) && N <= LONG_CHUNK);
     // Part i is chunk[i..next[i]] with id rank[i]; prev[i] is the start of
@@ -604,14 +632,45 @@ fn scan<const N: usize>(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &mut imp
     let mut prev = [0u8; N];
     let mut rank = [NONE; N];
     let mut pair = [NONE; N];
-    for i in 0..n {
-        next[i] = (i + 1) as u8;
-        prev[i] = i.saturating_sub(1) as u8;
-        rank[i] = vocab.byte[chunk[i] as usize];
-    }
-    for i in 0..n - 1 {
-        let r = vocab.pair[(chunk[i] as usize) << 8 | chunk[i + 1] as usize];
-        pair[i] = if r < limit { r } else { NONE };
+    match chars {
+        None => {
+            for i in 0..n {
+                next[i] = (i + 1) as u8;
+                prev[i] = i.saturating_sub(1) as u8;
+                rank[i] = vocab.byte[chunk[i] as usize];
+            }
+            for i in 0..n - 1 {
+                let r = vocab.pair[(chunk[i] as usize) << 8 | chunk[i + 1] as usize];
+                pair[i] = if r < limit { r } else { NONE };
+            }
+        }
+        Some(chars) => {
+            // Parts: single bytes, and the whole characters `chars` allows
+            // (bytes below 0xC2 start no character, so they skip the test).
+            let (mut i, mut before) = (0, 0);
+            while i < n {
+                let whole = if chunk[i] >= 0xC2 { chars.whole(chunk, i) } else { None };
+                let (r, k) = whole.unwrap_or((vocab.byte[chunk[i] as usize], 1));
+                next[i] = (i + k) as u8;
+                prev[i] = before as u8;
+                rank[i] = r;
+                before = i;
+                i += k;
+            }
+            // A pair of two bytes is in the pair table; others take a look-up.
+            // (`limit` is NONE here: only the encoder passes `chars`.)
+            let mut i = 0;
+            while (next[i] as usize) < n {
+                let j = next[i] as usize;
+                let end = next[j] as usize;
+                pair[i] = if end == i + 2 {
+                    vocab.pair[(chunk[i] as usize) << 8 | chunk[i + 1] as usize]
+                } else {
+                    vocab.get(&chunk[i..end])
+                };
+                i = j;
+            }
+        }
     }
     loop {
         // Leftmost lowest rank (strict `<` keeps the first minimum); slots in
@@ -767,7 +826,7 @@ mod tests {
         if heap {
             merge_with_heap(&vocab, s, NONE, &mut push);
         } else {
-            merge_with_scan(&vocab, s, NONE, &mut push);
+            merge_with_scan(&vocab, None, s, NONE, &mut push);
         }
         out
     }
@@ -785,6 +844,67 @@ mod tests {
                 assert_eq!(pack_small(&b), pack(&b) as u64 | (n as u64) << 56, "length {n}");
             }
         }
+    }
+
+    /// Starting from whole characters changes no result. Vocabularies of
+    /// random byte strings cut from mixed text at any offset (so tokens
+    /// cross characters' boundaries at random ranks, as " \xd0" does in
+    /// o200k), and chunks of it, also cut mid-character, with stray bytes.
+    #[test]
+    fn whole_characters_merge_as_bytes_would() {
+        let seed = std::cell::Cell::new(7u64);
+        let rand = |n: usize| {
+            seed.set(seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+            (seed.get() >> 33) as usize % n
+        };
+        let alphabet: Vec<&[u8]> = ["д", "а", "к", "क", "ा", "ि", "中", "α", "é", " ", "x", "."]
+            .iter()
+            .map(|c| c.as_bytes())
+            .chain([&b"\xd0"[..], b"\xb4", b"\xe0\xa4"])
+            .collect();
+        let text = |len: usize| -> Vec<u8> { (0..len).flat_map(|_| alphabet[rand(alphabet.len())]).copied().collect() };
+        let (mut allowed, mut refused, mut chunks) = (0, 0, 0);
+        for _ in 0..40 {
+            let source = text(300);
+            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            let mut seen: FxHashSet<Vec<u8>> = tokens.iter().cloned().collect();
+            while tokens.len() < 256 + 120 {
+                let start = rand(source.len() - 1);
+                let t = source[start..(start + 2 + rand(5)).min(source.len())].to_vec();
+                if seen.insert(t.clone()) {
+                    // At a random rank, so that any token may rank below any other.
+                    tokens.insert(256 + rand(tokens.len() - 255), t);
+                }
+            }
+            let mut vocab = Vocab::default();
+            for (r, t) in tokens.iter().enumerate() {
+                vocab.insert(t, r as Rank);
+            }
+            let listed: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
+            let chars = Chars::new(&vocab, &listed);
+            for _ in 0..300 {
+                let whole = text(1 + rand(16));
+                let chunk = &whole[rand(2).min(whole.len() - 1)..];
+                let parts = |chars: Option<&Chars>| {
+                    let mut out = Vec::new();
+                    merge_with_scan(&vocab, chars, chunk, NONE, &mut |a, b, r| out.push((a, b, r)));
+                    out
+                };
+                assert_eq!(parts(Some(&chars)), parts(None), "{chunk:?}");
+                chunks += 1;
+                if !chars.is_empty() {
+                    for i in (0..chunk.len()).filter(|&i| chunk[i] >= 0xC2) {
+                        match chars.whole(chunk, i) {
+                            Some(_) => allowed += 1,
+                            None => refused += 1,
+                        }
+                    }
+                }
+            }
+        }
+        // The test means something only if characters started whole, and
+        // others were refused.
+        assert!(allowed > 1000 && refused > 1000, "{allowed} whole, {refused} refused, in {chunks} chunks");
     }
 
     #[test]

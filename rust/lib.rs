@@ -3,10 +3,12 @@
 //! Read in this order:
 //! - [`pretokenize`]: the split patterns and where a text may be cut;
 //! - [`train`]: counting chunks and learning merges;
-//! - [`encode`]: turning text into ids with a vocabulary, and back.
+//! - [`encode`]: turning text into ids with a vocabulary, and back;
+//! - [`chars`]: which characters encoding may start whole.
 //!
 //! `py.rs` (feature `python`) holds the Python bindings only.
 
+pub mod chars;
 pub mod encode;
 pub mod lexer;
 pub mod limits;

@@ -1,0 +1,300 @@
+//! Whole characters: which multi-byte characters the encoder may start as one
+//! part instead of as their bytes, with the same result.
+//!
+//! Text in most scripts is 2 or 3 bytes per character, and BPE starts every
+//! chunk from single bytes. On FLORES-200 with o200k, 43% of the merges that
+//! encoding makes only rebuild one character from its bytes. Skipping them
+//! is exact only where BPE is sure to rebuild that character before its
+//! bytes merge with anything outside it, and that depends on the vocabulary
+//! and on the character's neighbours. o200k has " \xd0" (a space and the
+//! first byte of a Cyrillic letter) at rank 300, below most Cyrillic letters,
+//! so BPE really does split "д" after a space. The same letter between two
+//! other letters is safe.
+//!
+//! Why the rule below is exact. Take a character c of 2 or 3 bytes that is a
+//! token and that BPE, run on c's bytes alone, makes into that one token. Let
+//! `highest` be the highest rank of the merges it makes on the way.
+//! - Until c is whole, some merge inside c is waiting, of rank <= `highest`.
+//!   BPE always makes the lowest-ranked merge waiting anywhere in the chunk.
+//!   So it makes no merge of rank > `highest` until c is whole.
+//! - A merge that joins part of c to bytes outside c makes a token that holds
+//!   a proper prefix of c after other bytes, or a proper suffix of c before
+//!   other bytes. If every such token that could match here ranks above
+//!   `highest`, none is made before c is whole, and after that none can be.
+//! - Starting from c whole, c's neighbours can join it earlier than they
+//!   would have. If every token that holds all of c and more ranks above
+//!   `highest`, such a join waits, as it would have, until the merges of rank
+//!   <= `highest` are done.
+//!
+//! Then the other merges happen in the same order either way, and the result
+//! is the same. "Could match here" is judged from c's neighbours: the
+//! token's byte next to c's bytes must equal the text's. To keep the table
+//! small, a neighbour is known only by its class: none (the chunk starts or
+//! ends there), ASCII, continuation byte, or other byte. A class stands for
+//! all its bytes, so the rule only errs on the side of "not safe". Tokens are
+//! scanned whatever their UTF-8 structure, so the rule holds for invalid
+//! UTF-8 too.
+//!
+//! The table is built with the encoder, from its vocabulary (~5 ms for
+//! o200k, ~1 ms for cl100k). Characters of 4 bytes (emoji, rare CJK) are
+//! left out, which costs only speed. On FLORES-200 with o200k, encoding got
+//! 5-11% faster (`examples/profile`); text without such characters takes
+//! the plain path.
+
+use crate::encode::{Rank, Vocab, NONE};
+
+/// The class of the byte beside a character: 0 is reserved for "no byte"
+/// (the chunk, or the token, starts or ends there).
+#[inline(always)]
+fn class(b: u8) -> usize {
+    match b {
+        0..=0x7F => 1,
+        0x80..=0xBF => 2,
+        _ => 3,
+    }
+}
+
+/// The bit for a character with neighbours of classes `left` and `right`.
+#[inline(always)]
+fn bit(left: usize, right: usize) -> u16 {
+    1 << (4 * left + right)
+}
+
+/// The code point and length of the 2- or 3-byte character at `b[i..]`, if
+/// one is there whole (lead byte, continuation bytes, not overlong). Code
+/// points index the table, so distinct byte strings must get distinct ones.
+#[inline(always)]
+fn char_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
+    let cont = |j: usize| b.get(j).copied().filter(|x| (0x80..0xC0).contains(x)).map(|x| (x & 0x3F) as usize);
+    match b[i] {
+        lead @ 0xC2..=0xDF => Some(((lead as usize & 0x1F) << 6 | cont(i + 1)?, 2)),
+        lead @ 0xE0..=0xEF => {
+            let cp = (lead as usize & 0x0F) << 12 | cont(i + 1)? << 6 | cont(i + 2)?;
+            (cp >= 0x800).then_some((cp, 3))
+        }
+        _ => None,
+    }
+}
+
+/// A character that may start whole somewhere (see `Chars::new`).
+struct Candidate {
+    cp: usize,
+    bytes: [u8; 3],
+    k: usize,
+    rank: Rank,
+    highest: Rank,
+    holds: [Rank; 16],
+}
+
+/// Proper prefixes of 2- and 3-byte characters: a lead byte (C2..EF), or an
+/// E0..EF lead byte and a continuation byte.
+const PREFIXES: usize = 256 + (16 << 6);
+
+/// `p`'s index below `PREFIXES`, if `p` is one of those prefixes.
+#[inline]
+fn prefix_index(p: &[u8]) -> Option<usize> {
+    match *p {
+        [lead @ 0xC2..=0xEF] => Some(lead as usize),
+        [lead @ 0xE0..=0xEF, cont @ 0x80..=0xBF] => Some(256 + ((lead as usize & 0x0F) << 6 | (cont as usize & 0x3F))),
+        _ => None,
+    }
+}
+
+/// Proper suffixes of 2- and 3-byte characters: one or two continuation bytes.
+const SUFFIXES: usize = 64 + (64 << 6);
+
+/// `s`'s index below `SUFFIXES` (`s` is one or two continuation bytes).
+#[inline]
+fn suffix_index(s: &[u8]) -> usize {
+    match *s {
+        [a] => a as usize & 0x3F,
+        [a, b] => 64 + ((a as usize & 0x3F) << 6 | (b as usize & 0x3F)),
+        _ => unreachable!("a suffix of a 2- or 3-byte character"),
+    }
+}
+
+/// Which characters may start whole, and between which neighbours.
+pub struct Chars {
+    /// Code point -> (its token's rank, one `bit(left, right)` per pair of
+    /// neighbour classes where it may start whole). Empty when no character
+    /// may (a vocabulary of English only, say): the encoder then skips the
+    /// test. 64k entries, 512 KB; the characters of one script are close
+    /// together, so a text touches few of its cache lines.
+    table: Box<[(Rank, u16)]>,
+}
+
+impl Chars {
+    /// The table for a vocabulary: `vocab` holds the tokens, and `tokens`
+    /// lists them (token `i` has rank `i`; `None` for an id with no token).
+    ///
+    /// One pass over the tokens that are not ASCII, into small flat arrays:
+    /// the prefixes and suffixes of 2- and 3-byte characters are few enough
+    /// to index directly.
+    pub fn new(vocab: &Vocab, tokens: &[Option<&[u8]>]) -> Chars {
+        let tokens = || tokens.iter().enumerate().filter_map(|(r, t)| Some((t.filter(|t| !t.is_empty())?, r as Rank)));
+        let is_cont = |x: &u8| (0x80..0xC0).contains(x);
+        // The candidates: characters that are a token which BPE makes from
+        // their bytes. `index[code point]` is their place in `cands`, and
+        // `holds` gets, per candidate and per class before and after it (0
+        // where the token starts or ends with it), the lowest rank of a token
+        // that holds it and more.
+        let mut index = vec![u32::MAX; 1 << 16];
+        let mut cands: Vec<Candidate> = Vec::new();
+        for (t, rank) in tokens() {
+            let Some((cp, k)) = char_at(t, 0).filter(|&(_, k)| k == t.len()) else { continue };
+            if let Some(highest) = highest_merge(vocab, t, rank) {
+                index[cp] = cands.len() as u32;
+                let mut bytes = [0; 3];
+                bytes[..k].copy_from_slice(t);
+                cands.push(Candidate { cp, bytes, k, rank, highest, holds: [NONE; 16] });
+            }
+        }
+        if cands.is_empty() {
+            return Chars { table: Box::new([]) };
+        }
+        // The lowest rank of a token that holds, after a byte of class c, a
+        // proper prefix p of a character: prefix[4 * prefix_index(p) + c]; of
+        // one that holds a proper suffix s before a byte of class c:
+        // suffix[4 * suffix_index(s) + c].
+        let mut prefix = vec![NONE; 4 * PREFIXES];
+        let mut suffix = vec![NONE; 4 * SUFFIXES];
+        let lower = |low: &mut Rank, r: Rank| *low = (*low).min(r);
+        // (ASCII tokens, most of a vocabulary, hold no part of a character.)
+        for (t, r) in tokens().filter(|(t, _)| !t.is_ascii()) {
+            let n = t.len();
+            // A prefix ends the token (it is 1 or 2 bytes), a suffix starts it.
+            for j in n.saturating_sub(2).max(1)..n {
+                if let Some(p) = prefix_index(&t[j..]) {
+                    lower(&mut prefix[4 * p + class(t[j - 1])], r);
+                }
+            }
+            for j in 1..n.min(3) {
+                if t[..j].iter().all(is_cont) {
+                    lower(&mut suffix[4 * suffix_index(&t[..j]) + class(t[j])], r);
+                }
+            }
+            for j in (0..n).filter(|&j| t[j] >= 0xC2) {
+                if let Some((cp, k)) = char_at(t, j).filter(|&(_, k)| k < n) {
+                    if let Some(c) = cands.get_mut(index[cp] as usize) {
+                        let before = if j == 0 { 0 } else { class(t[j - 1]) };
+                        let after = if j + k == n { 0 } else { class(t[j + k]) };
+                        lower(&mut c.holds[4 * before + after], r);
+                    }
+                }
+            }
+        }
+        let mut table = vec![(NONE, 0); 1 << 16];
+        for c in &cands {
+            let bytes = &c.bytes[..c.k];
+            let mut bits = 0;
+            for left in 0..4 {
+                for right in 0..4 {
+                    // Tokens that hold c and more and could match here: those
+                    // that start (end) with c match whatever is before (after).
+                    let mut low = NONE;
+                    for before in [0, left] {
+                        for after in [0, right] {
+                            if (before, after) != (0, 0) {
+                                low = low.min(c.holds[4 * before + after]);
+                            }
+                        }
+                    }
+                    for cut in 1..c.k {
+                        if left != 0 {
+                            low = low.min(prefix_index(&bytes[..cut]).map_or(NONE, |p| prefix[4 * p + left]));
+                        }
+                        if right != 0 {
+                            low = low.min(suffix[4 * suffix_index(&bytes[cut..]) + right]);
+                        }
+                    }
+                    if c.highest < low {
+                        bits |= bit(left, right);
+                    }
+                }
+            }
+            table[c.cp] = (c.rank, bits);
+        }
+        Chars { table: table.into_boxed_slice() }
+    }
+
+    /// Whether no character may start whole.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// If the character at `chunk[i..]` may start as one part: its rank and
+    /// length. (Call only when `!self.is_empty()`.)
+    #[inline(always)]
+    pub fn whole(&self, chunk: &[u8], i: usize) -> Option<(Rank, usize)> {
+        let (cp, k) = char_at(chunk, i)?;
+        let (rank, bits) = self.table[cp];
+        let left = if i == 0 { 0 } else { class(chunk[i - 1]) };
+        let right = if i + k == chunk.len() { 0 } else { class(chunk[i + k]) };
+        (bits & bit(left, right) != 0).then_some((rank, k))
+    }
+
+    /// How many characters may start whole in some context (for tests).
+    #[cfg(test)]
+    pub fn count(&self) -> usize {
+        self.table.iter().filter(|&&(_, bits)| bits != 0).count()
+    }
+}
+
+/// If BPE on `bytes` alone (a token of 2 or 3 bytes, of rank `rank`) makes
+/// that one token: the highest rank it merges on the way.
+fn highest_merge(vocab: &Vocab, bytes: &[u8], rank: Rank) -> Option<Rank> {
+    if vocab.get(bytes) != rank {
+        return None;
+    }
+    match bytes.len() {
+        // One merge: the token itself.
+        2 => Some(rank),
+        // The lower-ranked of the two pairs first (if either is a token),
+        // then the whole.
+        3 => {
+            let first = vocab.get(&bytes[..2]).min(vocab.get(&bytes[1..]));
+            (first != NONE).then(|| first.max(rank))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn char_at_reads_whole_characters_only() {
+        assert_eq!(char_at("д".as_bytes(), 0), Some((0x434, 2)));
+        assert_eq!(char_at("xक".as_bytes(), 1), Some((0x915, 3)));
+        assert_eq!(char_at("a".as_bytes(), 0), None);
+        assert_eq!(char_at(&"क".as_bytes()[..2], 0), None, "cut off");
+        assert_eq!(char_at(b"\xe0\x82\x80", 0), None, "overlong");
+        assert_eq!(char_at(b"\xd0 ", 0), None, "no continuation byte");
+        assert_eq!(char_at("😀".as_bytes(), 0), None, "4 bytes: left out");
+    }
+
+    /// A vocabulary where "д" (d0 b4) is a token, and " \xd0" ranks below it:
+    /// after a space, "д" must start as bytes; elsewhere it may start whole.
+    #[test]
+    fn a_low_ranked_token_across_a_boundary_makes_a_character_unsafe_there() {
+        let mut vocab = Vocab::default();
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        tokens.push(b" \xd0".to_vec()); // 256
+        tokens.push("д".as_bytes().to_vec()); // 257
+        tokens.push(" д".as_bytes().to_vec()); // 258
+        for (r, t) in tokens.iter().enumerate() {
+            vocab.insert(t, r as Rank);
+        }
+        let listed: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
+        let chars = Chars::new(&vocab, &listed);
+        assert_eq!(chars.count(), 1);
+        assert_eq!(chars.whole(" д".as_bytes(), 1), None);
+        assert_eq!(chars.whole("дд".as_bytes(), 0), Some((257, 2)));
+        assert_eq!(chars.whole("дд".as_bytes(), 2), Some((257, 2)));
+        // A class stands for all its bytes: "x" is ASCII, like the space.
+        assert_eq!(chars.whole("xд".as_bytes(), 1), None);
+        assert_eq!(chars.whole("дx".as_bytes(), 0), Some((257, 2)));
+    }
+}
