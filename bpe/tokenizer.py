@@ -248,8 +248,8 @@ class Tokenizer:
         tok = cls._trained(vocab, merges, pattern, special_ids, trainer.encoder)
         for s, i in special_ids.items():
             # A few specials: a scan per special is cheaper than a bytes -> id dict.
-            if (b := s.encode("utf-8")) in vocab.values():
-                j = next(j for j, t in vocab.items() if t == b)
+            b = s.encode("utf-8")
+            if (j := next((j for j, t in vocab.items() if t == b), None)) is not None:
                 warnings.warn(
                     f"special token {s!r} (id {i}) is also the ordinary token {j}: "
                     f"where it is allowed, text {s!r} becomes the special id, and decoding either id gives "

@@ -79,8 +79,6 @@ fn char_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
 /// A character that may start whole somewhere (see `Chars::new`).
 struct Candidate {
     cp: usize,
-    bytes: [u8; 3],
-    k: usize,
     rank: Rank,
     highest: Rank,
     holds: [Rank; 16],
@@ -127,11 +125,11 @@ impl Chars {
     /// The table for a vocabulary: `vocab` holds the tokens, and `tokens`
     /// lists them (token `i` has rank `i`; `None` for an id with no token).
     ///
-    /// One pass over the tokens that are not ASCII, into small flat arrays:
-    /// the prefixes and suffixes of 2- and 3-byte characters are few enough
-    /// to index directly.
+    /// A pass over the tokens for the candidates, then one over the tokens
+    /// that are not ASCII into small flat arrays: the prefixes and suffixes
+    /// of 2- and 3-byte characters are few enough to index directly.
     pub fn new(vocab: &Vocab, tokens: &[Option<&[u8]>]) -> Chars {
-        let tokens = || tokens.iter().enumerate().filter_map(|(r, t)| Some((t.filter(|t| !t.is_empty())?, r as Rank)));
+        let all = || tokens.iter().enumerate().filter_map(|(r, t)| Some((t.filter(|t| !t.is_empty())?, r as Rank)));
         let is_cont = |x: &u8| (0x80..0xC0).contains(x);
         // The candidates: characters that are a token which BPE makes from
         // their bytes. `index[code point]` is their place in `cands`, and
@@ -140,13 +138,11 @@ impl Chars {
         // that holds it and more.
         let mut index = vec![u32::MAX; 1 << 16];
         let mut cands: Vec<Candidate> = Vec::new();
-        for (t, rank) in tokens() {
-            let Some((cp, k)) = char_at(t, 0).filter(|&(_, k)| k == t.len()) else { continue };
+        for (t, rank) in all() {
+            let Some((cp, _)) = char_at(t, 0).filter(|&(_, k)| k == t.len()) else { continue };
             if let Some(highest) = highest_merge(vocab, t, rank) {
                 index[cp] = cands.len() as u32;
-                let mut bytes = [0; 3];
-                bytes[..k].copy_from_slice(t);
-                cands.push(Candidate { cp, bytes, k, rank, highest, holds: [NONE; 16] });
+                cands.push(Candidate { cp, rank, highest, holds: [NONE; 16] });
             }
         }
         if cands.is_empty() {
@@ -160,7 +156,7 @@ impl Chars {
         let mut suffix = vec![NONE; 4 * SUFFIXES];
         let lower = |low: &mut Rank, r: Rank| *low = (*low).min(r);
         // (ASCII tokens, most of a vocabulary, hold no part of a character.)
-        for (t, r) in tokens().filter(|(t, _)| !t.is_ascii()) {
+        for (t, r) in all().filter(|(t, _)| !t.is_ascii()) {
             let n = t.len();
             // A prefix ends the token (it is 1 or 2 bytes), a suffix starts it.
             for j in n.saturating_sub(2).max(1)..n {
@@ -185,7 +181,8 @@ impl Chars {
         }
         let mut table = vec![(NONE, 0); 1 << 16];
         for c in &cands {
-            let bytes = &c.bytes[..c.k];
+            // (A candidate's rank is the id of one of `tokens`: its bytes.)
+            let bytes = tokens[c.rank as usize].unwrap_or_default();
             let mut bits = 0;
             for left in 0..4 {
                 for right in 0..4 {
@@ -199,7 +196,7 @@ impl Chars {
                             }
                         }
                     }
-                    for cut in 1..c.k {
+                    for cut in 1..bytes.len() {
                         if left != 0 {
                             low = low.min(prefix_index(&bytes[..cut]).map_or(NONE, |p| prefix[4 * p + left]));
                         }

@@ -303,10 +303,10 @@ impl Encoder {
     ) -> Result<Self, String> {
         // (Rebound so that it may borrow from `specials`, which moves below.)
         let mut by_id: Vec<Option<&[u8]>> = by_id;
-        let chars = Chars::new(&vocab, &by_id);
         if specials.contains_key("") {
             return Err("a special token is the empty string".into());
         }
+        let chars = Chars::new(&vocab, &by_id);
         for (text, &id) in &specials {
             if by_id[id as usize].is_some() {
                 return Err(format!("special token {text:?} has id {id}, which is already taken"));
