@@ -91,6 +91,16 @@ impl<'t> Memo<'t> {
     }
 }
 
+/// An empty vector for the ids of a text of `bytes` bytes.
+///
+/// With room for a third of an id per byte, so that it seldom grows (which
+/// copies it): English and code take 0.25-0.26, FLORES-200 0.29 with o200k
+/// (0.46 with cl100k, which grows it once). Room never written costs no
+/// memory, only address space.
+pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
+    Vec::with_capacity(bytes / 3)
+}
+
 /// Token bytes -> rank, laid out for the encoder's hot loop.
 ///
 /// Encoding is almost all look-ups of short byte strings: the whole chunk
@@ -382,7 +392,7 @@ impl Encoder {
     /// Encodes text with no special-token handling (special token text is
     /// encoded as ordinary text).
     pub fn encode_ordinary(&self, text: &str) -> Result<Vec<Rank>, String> {
-        let mut out = Vec::with_capacity(text.len() / 4);
+        let mut out = ids_buffer(text.len());
         self.encode_ordinary_into(text, &mut Memo::default(), &mut out)?;
         Ok(out)
     }
@@ -421,7 +431,7 @@ impl Encoder {
     /// any other special token text is encoded as ordinary text. (Refusing
     /// disallowed special tokens is the caller's policy: see `find_special`.)
     pub fn encode(&self, text: &str, allowed: &FxHashSet<String>) -> Result<Vec<Rank>, String> {
-        let mut out = Vec::with_capacity(text.len() / 4);
+        let mut out = ids_buffer(text.len());
         self.encode_into(text, allowed, &mut Memo::default(), &mut out)?;
         Ok(out)
     }
@@ -477,7 +487,7 @@ impl Encoder {
         texts
             .iter()
             .map(|t| {
-                let mut ids = Vec::with_capacity(t.len() / 4);
+                let mut ids = ids_buffer(t.len());
                 self.encode_into(t, allowed, memo, &mut ids)?;
                 Ok(ids)
             })

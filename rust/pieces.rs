@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::encode::{Encoder, Memo, Rank};
+use crate::encode::{ids_buffer, Encoder, Memo, Rank};
 use crate::pretokenize::{is_safe_cut, is_word_cut, Splitter};
 use crate::train::{self, ChunkCounts};
 
@@ -42,7 +42,7 @@ pub fn encode_with(
     // (allowed or not: a longer one can shadow a shorter one) could change
     // which ones are found.
     let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
-    let mut out = Vec::with_capacity(text.len() / 4);
+    let mut out = ids_buffer(text.len());
     // One memo for all pieces: a word merged in the first piece is not
     // merged again in the last.
     let mut memo = Memo::default();

@@ -579,8 +579,26 @@ impl CoreBPE {
         allowed_special: Vec<String>,
     ) -> PyResult<Bound<'py, PyByteArray>> {
         let ids = self.ids(py, text, &allowed_set(allowed_special))?;
-        let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-        Ok(PyByteArray::new(py, &bytes))
+        let n = ids.len() * 4;
+        // Made uninitialised and written once, from `ids`: `PyByteArray::new`
+        // would take the bytes from a second buffer, and `new_with` would
+        // zero them first: each pass over fresh memory costs its page faults
+        // (~1.5 µs per 4 KB page on this project's VM, ~12 ms for FLORES-200's
+        // 32 MB of ids).
+        // SAFETY: a NULL source asks for an uninitialised array of n bytes;
+        // the result is a new reference, or NULL with an exception set.
+        let p = unsafe { pyo3::ffi::PyByteArray_FromStringAndSize(std::ptr::null(), n as pyo3::ffi::Py_ssize_t) };
+        if p.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: p is a new bytearray.
+        let array = unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked::<PyByteArray>() };
+        // SAFETY: the array's n bytes, ours alone until it is returned.
+        let out = unsafe { std::slice::from_raw_parts_mut(pyo3::ffi::PyByteArray_AsString(p).cast::<u8>(), n) };
+        for (o, id) in out.chunks_exact_mut(4).zip(&ids) {
+            o.copy_from_slice(&id.to_le_bytes());
+        }
+        Ok(array)
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
