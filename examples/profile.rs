@@ -63,7 +63,10 @@ fn main() {
                 .collect();
             let text = std::fs::read_to_string(&args[4]).unwrap();
             let pat = pattern(&args[3]);
+            // (The build is timed too: the whole-character table is made here.)
+            let t = Instant::now();
             let enc = Encoder::new(ranks, FxHashMap::default(), pat).unwrap();
+            println!("Encoder::new {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
             let split = Splitter::new(pat).unwrap();
             let mb = text.len() as f64 / 1e6;
             let reps: usize = std::env::var("REPS").map_or(5, |v| v.parse().unwrap());

@@ -873,7 +873,7 @@ mod tests {
             .chain([&b"\xd0"[..], b"\xb4", b"\xe0\xa4"])
             .collect();
         let text = |len: usize| -> Vec<u8> { (0..len).flat_map(|_| alphabet[rand(alphabet.len())]).copied().collect() };
-        let (mut allowed, mut refused, mut chunks) = (0, 0, 0);
+        let (mut allowed, mut refused, mut inside, mut chunks) = (0, 0, 0, 0);
         for _ in 0..40 {
             let source = text(300);
             let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -905,6 +905,7 @@ mod tests {
                 if !chars.is_empty() {
                     for i in (0..chunk.len()).filter(|&i| chunk[i] >= 0xC2) {
                         match chars.whole(chunk, i) {
+                            Some(_) if !chars.whole_by_class(chunk, i) => inside += 1,
                             Some(_) => allowed += 1,
                             None => refused += 1,
                         }
@@ -912,9 +913,12 @@ mod tests {
                 }
             }
         }
-        // The test means something only if characters started whole, and
-        // others were refused.
-        assert!(allowed > 1000 && refused > 1000, "{allowed} whole, {refused} refused, in {chunks} chunks");
+        // The test means something only if characters started whole (some
+        // by the exact bytes inside a word only), and others were refused.
+        assert!(
+            allowed > 1000 && inside > 100 && refused > 1000,
+            "{allowed} whole, {inside} whole by exact bytes, {refused} refused, in {chunks} chunks"
+        );
     }
 
     #[test]
