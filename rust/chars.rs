@@ -360,18 +360,22 @@ mod tests {
 
     /// A vocabulary where "д" (d0 b4) is a token, and " \xd0" ranks below it:
     /// after a space, "д" must start as bytes; elsewhere it may start whole.
-    #[test]
-    fn a_low_ranked_token_across_a_boundary_makes_a_character_unsafe_there() {
+    /// The table for the 256 bytes and then `extra`, ranked 256, 257, ...
+    fn chars_for(extra: &[&[u8]]) -> Chars {
+        let bytes: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
+        let tokens: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).chain(extra.iter().copied()).collect();
         let mut vocab = Vocab::default();
-        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-        tokens.push(b" \xd0".to_vec()); // 256
-        tokens.push("д".as_bytes().to_vec()); // 257
-        tokens.push(" д".as_bytes().to_vec()); // 258
         for (r, t) in tokens.iter().enumerate() {
             vocab.insert(t, r as Rank);
         }
-        let listed: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
-        let chars = Chars::new(&vocab, &listed);
+        let listed: Vec<Option<&[u8]>> = tokens.into_iter().map(Some).collect();
+        Chars::new(&vocab, &listed)
+    }
+
+    #[test]
+    fn a_low_ranked_token_across_a_boundary_makes_a_character_unsafe_there() {
+        // " \xd0" 256, "д" 257, " д" 258.
+        let chars = chars_for(&[b" \xd0", "д".as_bytes(), " д".as_bytes()]);
         assert_eq!(chars.count(), 1);
         assert_eq!(chars.whole(" д".as_bytes(), 1), None);
         assert_eq!(chars.whole("дд".as_bytes(), 0), Some((257, 2)));
@@ -387,17 +391,8 @@ mod tests {
     /// though both put a continuation byte before it.
     #[test]
     fn inside_a_word_the_exact_neighbour_bytes_decide() {
-        let mut vocab = Vocab::default();
-        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-        tokens.push(b"\xb0\xd0".to_vec()); // 256
-        tokens.push("д".as_bytes().to_vec()); // 257
-        tokens.push("а".as_bytes().to_vec()); // 258
-        tokens.push("к".as_bytes().to_vec()); // 259
-        for (r, t) in tokens.iter().enumerate() {
-            vocab.insert(t, r as Rank);
-        }
-        let listed: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
-        let chars = Chars::new(&vocab, &listed);
+        // "\xb0\xd0" 256, "д" 257, "а" 258, "к" 259.
+        let chars = chars_for(&[b"\xb0\xd0", "д".as_bytes(), "а".as_bytes(), "к".as_bytes()]);
         assert!(!chars.whole_by_class("кд".as_bytes(), 2), "the classes refuse both");
         assert_eq!(chars.whole("ад".as_bytes(), 2), None);
         assert_eq!(chars.whole("кд".as_bytes(), 2), Some((257, 2)));
