@@ -802,7 +802,9 @@ def test_ctrl_c_in_the_cli_leaves_no_file(command, tmp_path, tok):
     interrupted: exit status 130, and nothing written, not even a temporary."""
     corpus = tmp_path / "corpus.txt"
     if command == "train":
-        corpus.write_text(random_words(10 * MiB), encoding="utf-8")
+        # 40 MB: ~3 s of training. 10 MB once finished inside the 1 s wait
+        # below (CI, release build), and the interrupt then came too late.
+        corpus.write_text(random_words(40 * MiB), encoding="utf-8")
     else:
         corpus.write_text(TEXT * 800, encoding="utf-8")  # 80 MB
     tok.save(tmp_path / "tok.bpe")
