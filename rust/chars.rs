@@ -64,6 +64,14 @@ fn class(b: u8) -> usize {
     }
 }
 
+/// The classes of the bytes before and after the character `chunk[i..i + k]`.
+#[inline(always)]
+fn neighbours(chunk: &[u8], i: usize, k: usize) -> (usize, usize) {
+    let left = if i == 0 { 0 } else { class(chunk[i - 1]) };
+    let right = if i + k == chunk.len() { 0 } else { class(chunk[i + k]) };
+    (left, right)
+}
+
 /// The bit for a character with neighbours of classes `left` and `right`.
 #[inline(always)]
 fn bit(left: usize, right: usize) -> u16 {
@@ -290,14 +298,13 @@ impl Chars {
     pub fn whole(&self, chunk: &[u8], i: usize) -> Option<(Rank, usize)> {
         let (cp, k) = char_at(chunk, i)?;
         let (rank, bits, at) = self.table[cp];
-        let left = if i == 0 { 0 } else { class(chunk[i - 1]) };
-        let right = if i + k == chunk.len() { 0 } else { class(chunk[i + k]) };
+        let (left, right) = neighbours(chunk, i, k);
         if bits & bit(left, right) != 0 {
             return Some((rank, k));
         }
         // Inside a word: a continuation byte before, and the end of the
         // chunk or a lead byte after.
-        if left != 2 || at == 0 || right == 1 || right == 2 {
+        if left != 2 || at == 0 || !matches!(right, 0 | 3) {
             return None;
         }
         let (after, before) = self.inside[at as usize];
@@ -312,8 +319,7 @@ impl Chars {
     #[cfg(test)]
     pub fn whole_by_class(&self, chunk: &[u8], i: usize) -> bool {
         let Some((cp, k)) = char_at(chunk, i) else { return false };
-        let left = if i == 0 { 0 } else { class(chunk[i - 1]) };
-        let right = if i + k == chunk.len() { 0 } else { class(chunk[i + k]) };
+        let (left, right) = neighbours(chunk, i, k);
         self.table[cp].1 & bit(left, right) != 0
     }
 
@@ -364,12 +370,8 @@ mod tests {
     fn chars_for(extra: &[&[u8]]) -> Chars {
         let bytes: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
         let tokens: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).chain(extra.iter().copied()).collect();
-        let mut vocab = Vocab::default();
-        for (r, t) in tokens.iter().enumerate() {
-            vocab.insert(t, r as Rank);
-        }
-        let listed: Vec<Option<&[u8]>> = tokens.into_iter().map(Some).collect();
-        Chars::new(&vocab, &listed)
+        let listed: Vec<Option<&[u8]>> = tokens.iter().copied().map(Some).collect();
+        Chars::new(&Vocab::of(&tokens), &listed)
     }
 
     #[test]

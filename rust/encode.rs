@@ -210,6 +210,16 @@ impl Vocab {
         }
     }
 
+    /// The vocabulary where token `i` has rank `i` (for tests).
+    #[cfg(test)]
+    pub(crate) fn of<T: AsRef<[u8]>>(tokens: &[T]) -> Vocab {
+        let mut vocab = Vocab::default();
+        for (r, t) in tokens.iter().enumerate() {
+            vocab.insert(t.as_ref(), r as Rank);
+        }
+        vocab
+    }
+
     /// The rank of `b`, or `NONE`.
     ///
     /// Always inlined: left to the compiler, it was a call that saved and
@@ -807,13 +817,7 @@ mod tests {
         for (bytes, &id) in &ranks {
             tokens[id as usize] = bytes.clone();
         }
-        let vocab = || {
-            let mut vocab = Vocab::default();
-            for (id, t) in tokens.iter().enumerate() {
-                vocab.insert(t, id as Rank);
-            }
-            vocab
-        };
+        let vocab = || Vocab::of(&tokens);
         let specials: FxHashMap<String, Rank> = [("<s>".to_string(), 261)].into_iter().collect();
         let made = Encoder::new(ranks, specials.clone(), GPT4_PATTERN).unwrap();
         let assembled = Encoder::from_vocab(vocab(), &tokens, specials, GPT4_PATTERN).unwrap();
@@ -886,10 +890,7 @@ mod tests {
                     tokens.insert(256 + rand(tokens.len() - 255), t);
                 }
             }
-            let mut vocab = Vocab::default();
-            for (r, t) in tokens.iter().enumerate() {
-                vocab.insert(t, r as Rank);
-            }
+            let vocab = Vocab::of(&tokens);
             let listed: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
             let chars = Chars::new(&vocab, &listed);
             for _ in 0..300 {
