@@ -4,7 +4,8 @@
 //! - [`pretokenize`]: the split patterns and where a text may be cut;
 //! - [`train`]: counting chunks and learning merges;
 //! - [`encode`]: turning text into ids with a vocabulary, and back;
-//! - [`chars`]: which characters encoding may start whole.
+//! - [`chars`]: which characters encoding may start whole;
+//! - [`pairs`]: which pairs of ASCII bytes it may start whole.
 //!
 //! `py.rs` (feature `python`) holds the Python bindings only.
 
@@ -12,6 +13,7 @@ pub mod chars;
 pub mod encode;
 pub mod lexer;
 pub mod limits;
+pub mod pairs;
 pub mod pieces;
 pub mod pretokenize;
 pub mod train;
