@@ -120,7 +120,7 @@ pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
 /// This made the merge part of encoding about 2× faster than one map.
 pub struct Vocab {
     byte: [Rank; 256],
-    pub(crate) pair: Box<[Rank]>,
+    pair: Box<[Rank]>,
     small: FxHashMap<u64, Rank>,
     short: FxHashMap<u128, Rank>,
     long: FxHashMap<Box<[u8]>, Rank>,
@@ -233,11 +233,17 @@ impl Vocab {
         match b.len() {
             0 => NONE,
             1 => self.byte[b[0] as usize],
-            2 => self.pair[(b[0] as usize) << 8 | b[1] as usize],
+            2 => self.pair_rank(b[0], b[1]),
             3..=7 => self.small.get(&pack_small(b)).copied().unwrap_or(NONE),
             8..=15 => self.short.get(&pack(b)).copied().unwrap_or(NONE),
             _ => self.long.get(b).copied().unwrap_or(NONE),
         }
+    }
+
+    /// The rank of the two bytes `a`, `b`, or `NONE` (a table look-up).
+    #[inline(always)]
+    pub(crate) fn pair_rank(&self, a: u8, b: u8) -> Rank {
+        self.pair[(a as usize) << 8 | b as usize]
     }
 
     /// The rank of `b` if it is below `limit` (merge recovery replays BPE
@@ -406,7 +412,7 @@ impl Encoder {
                 chunk,
                 NONE,
                 #[inline(always)]
-                |i| self.whole_at(chunk, i),
+                |i| whole_at(&self.vocab, &self.chars, &self.pairs, chunk, i),
                 &mut push,
             );
         }
@@ -417,17 +423,6 @@ impl Encoder {
                  contain all 256 single bytes",
                 &chunk[s..e]
             )),
-        }
-    }
-
-    /// The whole character or pair that may start at `chunk[i]`, if any.
-    #[inline(always)]
-    fn whole_at(&self, chunk: &[u8], i: usize) -> Option<(Rank, usize)> {
-        // (Bytes below 0xC2 start no character.)
-        if chunk[i] >= 0xC2 {
-            self.chars.whole(chunk, i)
-        } else {
-            self.pairs.whole(&self.vocab, chunk, i)
         }
     }
 
@@ -633,6 +628,18 @@ impl Decoder {
     }
 }
 
+/// The whole character or pair that may start at `chunk[i]`, if any: the
+/// encoder's start for a chunk with characters. (`chars` must not be empty.)
+#[inline(always)]
+fn whole_at(vocab: &Vocab, chars: &Chars, pairs: &Pairs, chunk: &[u8], i: usize) -> Option<(Rank, usize)> {
+    // (Bytes below 0xC2 start no character.)
+    if chunk[i] >= 0xC2 {
+        chars.whole(chunk, i)
+    } else {
+        pairs.whole(vocab, chunk, i)
+    }
+}
+
 /// The O(n²) merge for short chunks (1 to `LONG_CHUNK` bytes).
 /// Calls `emit(start, end, rank)` for each final part, left to right.
 ///
@@ -701,16 +708,8 @@ fn scan<const N: usize>(
     while (next[i] as usize) < n {
         let j = next[i] as usize;
         let end = next[j] as usize;
-        pair[i] = if end == i + 2 {
-            let r = vocab.pair[(chunk[i] as usize) << 8 | chunk[i + 1] as usize];
-            if r < limit {
-                r
-            } else {
-                NONE
-            }
-        } else {
-            vocab.get_below(&chunk[i..end], limit)
-        };
+        let r = if end == i + 2 { vocab.pair_rank(chunk[i], chunk[i + 1]) } else { vocab.get(&chunk[i..end]) };
+        pair[i] = if r < limit { r } else { NONE };
         i = j;
     }
     loop {
@@ -935,8 +934,7 @@ mod tests {
                 let from_bytes = parts(&|_| None);
                 assert_eq!(parts(&|i| pairs.whole(&vocab, chunk, i)), from_bytes, "pairs: {chunk:?}");
                 if !chars.is_empty() {
-                    let start =
-                        |i: usize| if chunk[i] >= 0xC2 { chars.whole(chunk, i) } else { pairs.whole(&vocab, chunk, i) };
+                    let start = |i| whole_at(&vocab, &chars, &pairs, chunk, i);
                     assert_eq!(parts(&start), from_bytes, "characters and pairs: {chunk:?}");
                     for i in (0..chunk.len()).filter(|&i| chunk[i] >= 0xC2) {
                         match chars.whole(chunk, i) {

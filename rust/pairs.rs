@@ -131,7 +131,7 @@ impl Pairs {
         if (a | b) >= 0x80 {
             return None;
         }
-        let rank = vocab.pair[(a as usize) << 8 | b as usize];
+        let rank = vocab.pair_rank(a, b);
         if rank == NONE {
             return None;
         }
