@@ -217,6 +217,33 @@ def test_encode_batch_counts_a_reference_per_item(tok, threads, size):
     assert [sys.getrefcount(x) for x in objs] == before
 
 
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_encode_counts_a_reference_per_item(tok, size):
+    # encode and encode_ordinary write their list's items themselves too: one
+    # count per item below one id per vocabulary entry, past it a tally per
+    # id. "large" is every corpus file at once: over 512k ids, so a list of
+    # over 4 MB, for which the memory is asked for as huge pages.
+    text = "".join(p.read_text() for p in CORPUS_FILES)
+    if size == "small":
+        text = text[:300]
+    expected = tok.encode_ordinary(text)
+    assert (len(expected) > 512 * 1024) == (size == "large")
+    ints = {}
+    for x in expected:
+        ints.setdefault(x, x)  # the object for each id (shared, checked below)
+    objs = [x for i, x in ints.items() if i > 256]  # (see the test above)
+    assert len(objs) > 20
+    n = [expected.count(x) for x in objs]
+    for encode in (tok.encode_ordinary, tok.encode):
+        before = [sys.getrefcount(x) for x in objs]
+        got = encode(text)
+        assert got == expected and all(x is ints[x] for x in got)
+        after = [sys.getrefcount(x) for x in objs]
+        assert [a - b for a, b in zip(after, before)] == n
+        del got
+        assert [sys.getrefcount(x) for x in objs] == before
+
+
 def test_threads_share_one_tokenizer(tok):
     texts = [p.read_text()[:30_000] for p in CORPUS_FILES]
     expected = [tok.encode_ordinary(t) for t in texts]
