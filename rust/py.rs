@@ -395,13 +395,20 @@ impl CoreBPE {
 
     /// `ids` as a Python list, of the shared ints, untracked (see `untracked`).
     ///
-    /// Made as `encode_batch` makes its lists (`give_room`, then the items),
-    /// not with `PyList::new`: on FLORES-200 with o200k (7.9M ids, a list of
-    /// 63 MB) that took 42 ms, this 13 ms (of 480 for the whole call). 19 ms
-    /// of the difference were page faults, which huge pages save (see
-    /// `give_room`); 9 ms, raising each id's count once per item, which sent
-    /// each item to an int somewhere in 6.4 MB of them, where the tally is a
-    /// counter per id in one array.
+    /// Made as `encode_batch` makes its lists (`give_room`, then the items,
+    /// and past one id per vocabulary entry, the references counted from a
+    /// tally), not with `PyList::new`, which raised each int's count once per
+    /// item: each item a visit to an int somewhere in 6.4 MB of them, where
+    /// the tally is one counter per id in one array. On FLORES-200 with o200k
+    /// (7.9M ids, a list of 63 MB) the list took 36-48 ms, now 29-31 (of
+    /// ~460 for the whole call; timed inside the benchmark's worker). Most of
+    /// what is left is page faults: the array is fresh memory every call.
+    ///
+    /// (Rejected: asking for transparent huge pages for the array, which
+    /// cut its page faults from 15k to 31 and the list to 13 ms in a fresh
+    /// process, but in the benchmark's worker, where other big lists had
+    /// come and gone, the kernel's compaction to find huge pages made it
+    /// 30-160 ms.)
     fn list<'py>(&self, py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyList>> {
         let ints = self.ints(py)?;
         let list = empty_list(py)?;
@@ -503,33 +510,7 @@ fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
         let l = list.as_ptr().cast::<pyo3::ffi::PyListObject>();
         (*l).ob_item = items.cast();
         (*l).allocated = n as pyo3::ffi::Py_ssize_t;
-        huge_pages(items.cast(), n * std::mem::size_of::<*mut pyo3::ffi::PyObject>());
         Ok(Items(items.cast()))
-    }
-}
-
-/// Asks the kernel to back the whole 2 MB pages of `len` bytes at `p` with
-/// huge pages, if it may (transparent huge pages, `madvise` mode, as is
-/// common): one page fault per 2 MB instead of one per 4 KB.
-///
-/// Why: a long list's item array is fresh memory on every call (glibc hands
-/// out blocks over 32 MB with `mmap`, and returns them when freed), so its
-/// writer takes a page fault per 4 KB: 15k of them, 19 ms, for the 63 MB
-/// list of FLORES-200 with o200k. Only the array's own whole huge pages are
-/// advised (never memory beside it), and only for arrays of at least two
-/// (a smaller block may lie in malloc's heap among other blocks). Advice
-/// changes no contents, so a kernel that refuses it (or has no huge pages)
-/// only leaves things as they were: the result is ignored.
-fn huge_pages(p: *mut u8, len: usize) {
-    const HUGE: usize = 1 << 21;
-    if len < 2 * HUGE {
-        return;
-    }
-    let start = (p as usize).next_multiple_of(HUGE);
-    let end = (p as usize + len) / HUGE * HUGE;
-    if end > start {
-        // SAFETY: [start, end) lies inside the live block at p.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
 }
 
