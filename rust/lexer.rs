@@ -434,15 +434,16 @@ impl<'a> Text<'a> {
         while let Some((c, len)) = self.at(u) {
             let g = self.class(c);
             if g & UP == 0 {
+                // A LOW character after the UP run: the LOW run goes on from it.
+                if g & LOW != 0 {
+                    return Some(self.run_of(u + len, LOW));
+                }
                 break;
             }
             u += len;
             if g & LOW != 0 {
                 last_low_end = Some(u);
             }
-        }
-        if self.class_at(u).is_some_and(|g| g & LOW != 0) {
-            return Some(self.run_of(u, LOW));
         }
         last_low_end
     }
