@@ -137,8 +137,8 @@ impl<'a> Text<'a> {
         }
         // Decoded here rather than by `self.s[i..].chars()`, which checks that
         // i is a char boundary and decodes with more branches, and then
-        // `len_utf8` takes more: lexing FLORES-200 went 13% faster, encoding
-        // it 2-5%. Every caller passes a char boundary; a byte that starts no
+        // `len_utf8` takes more: lexing FLORES-200 went 7-10% faster (350 to
+        // 376-386 MB/s). Every caller passes a char boundary; a byte that starts no
         // character (a bug) takes the checked path, which panics.
         if b0 < 0xC0 {
             let c = self.s[i..].chars().next()?;

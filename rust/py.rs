@@ -416,10 +416,8 @@ impl CoreBPE {
         if ids.len() < ints.len() {
             // (Fewer ids than the vocabulary has: zeroing and reading the
             // tally would cost more than it saves.)
-            for (i, &id) in ids.iter().enumerate() {
-                // SAFETY: the list has room for ids.len() items.
-                unsafe { *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr() };
-            }
+            // SAFETY: the list has room for ids.len() items.
+            unsafe { write_counted_items(py, &items, ids, ints) };
         } else {
             let mut tally = vec![0usize; ints.len()];
             // SAFETY: the list has room for ids.len() items.
@@ -527,16 +525,27 @@ unsafe fn write_items(items: &Items, ids: &[Rank], ints: &[Py<PyAny>], tally: &m
     }
 }
 
+/// Writes `ids` as items, pointers to the shared ints, each a reference
+/// counted as it is written (with the GIL, for lists too short for a tally).
+///
+/// SAFETY: `items` has room for `ids.len()` items (`give_room`).
+unsafe fn write_counted_items(py: Python<'_>, items: &Items, ids: &[Rank], ints: &[Py<PyAny>]) {
+    for (i, &id) in ids.iter().enumerate() {
+        *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr();
+    }
+}
+
 /// Raises each shared int's reference count by its tally: one reference for
 /// each item `write_items` wrote that names it.
 fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
     for (int, &n) in ints.iter().zip(tally) {
         let p = int.as_ptr();
         for _ in 0..n {
-            // SAFETY: the GIL is held (`Python`). (A loop, not one addition: Python
-            // 3.12's immortal small ints must not have their count changed,
-            // which Py_INCREF knows; the compiler keeps the count in a
-            // register, so the loop costs about what one addition would.)
+            // SAFETY: the GIL is held (`Python`). (A loop, not one
+            // addition: Python 3.12's immortal small ints must not have
+            // their count changed, which Py_INCREF knows; the compiler keeps
+            // the count in a register, so the loop costs about what one
+            // addition would.)
             unsafe { pyo3::ffi::Py_INCREF(p) };
         }
     }
@@ -818,10 +827,8 @@ impl CoreBPE {
             // id and thread, zeroed, then read) would cost more than the
             // items, which are written here, a reference counted for each.
             for (v, items) in ids.iter().zip(&items) {
-                for (i, &id) in v.iter().enumerate() {
-                    // SAFETY: the list has room for v.len() items.
-                    unsafe { *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr() };
-                }
+                // SAFETY: the list has room for v.len() items.
+                unsafe { write_counted_items(py, items, v, ints) };
             }
         } else {
             // 3. The items, the documents shared out so each thread writes
