@@ -41,9 +41,9 @@
 //! ends of every script's characters, and some token joins one of them to
 //! nearly every lead byte at a low rank. There the exact neighbour bytes
 //! are tested too (64 bits per side and character): 445k more characters
-//! start whole, and encoding makes 13% fewer merges. This needs no test of tokens that hold
-//! c and more on both sides: with c whole, the first merge that takes c
-//! makes a token that starts or ends with it.
+//! start whole, and encoding makes 13% fewer merges. This needs no test of
+//! tokens that hold c and more on both sides: with c whole, the first merge
+//! that takes c makes a token that starts or ends with it.
 //!
 //! The table is built with the encoder, from its vocabulary (~7 ms for
 //! o200k, ~1 ms for cl100k). Characters of 4 bytes (emoji, rare CJK) are
@@ -352,6 +352,7 @@ fn highest_merge(vocab: &Vocab, bytes: &[u8], rank: Rank) -> Option<Rank> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::bytes_then;
 
     #[test]
     fn char_at_reads_whole_characters_only() {
@@ -364,16 +365,15 @@ mod tests {
         assert_eq!(char_at("😀".as_bytes(), 0), None, "4 bytes: left out");
     }
 
-    /// A vocabulary where "д" (d0 b4) is a token, and " \xd0" ranks below it:
-    /// after a space, "д" must start as bytes; elsewhere it may start whole.
     /// The table for the 256 bytes and then `extra`, ranked 256, 257, ...
     fn chars_for(extra: &[&[u8]]) -> Chars {
-        let bytes: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
-        let tokens: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).chain(extra.iter().copied()).collect();
+        let tokens = bytes_then(extra);
         let listed: Vec<Option<&[u8]>> = tokens.iter().copied().map(Some).collect();
         Chars::new(&Vocab::of(&tokens), &listed)
     }
 
+    /// A vocabulary where "д" (d0 b4) is a token, and " \xd0" ranks below it:
+    /// after a space, "д" must start as bytes; elsewhere it may start whole.
     #[test]
     fn a_low_ranked_token_across_a_boundary_makes_a_character_unsafe_there() {
         // " \xd0" 256, "д" 257, " д" 258.

@@ -198,6 +198,22 @@ fn unpack(key: u128) -> Vec<u8> {
     bytes[..bytes[15] as usize].to_vec()
 }
 
+/// The 256 single bytes, then `extra`: the tokens of a test vocabulary
+/// (token `i` has rank `i`; see `Vocab::of`).
+#[cfg(test)]
+pub(crate) fn bytes_then<'a>(extra: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    static BYTES: [u8; 256] = {
+        let mut b = [0; 256];
+        let mut i = 0;
+        while i < 256 {
+            b[i] = i as u8;
+            i += 1;
+        }
+        b
+    };
+    BYTES.chunks(1).chain(extra.iter().copied()).collect()
+}
+
 impl Vocab {
     fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Vocab {
         let mut v = Vocab::default();

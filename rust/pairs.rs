@@ -79,8 +79,9 @@ impl Pairs {
     pub fn new(vocab: &Vocab, tokens: &[Option<&[u8]>]) -> Pairs {
         let lower = |low: &mut Rank, r: Rank| *low = (*low).min(r);
         // One pass over the tokens (their bytes lie scattered in memory).
-        // The lowest rank of a token that ends with the bytes x, a (kind 1): ends[at(bit(x), a)];
-        // of one that starts with b, y (kind 2): starts[at(b, bit(y))]. And
+        // The lowest rank of a token that ends with the bytes x, a (kind 1):
+        // ends[at(bit(x), a)]; of one that starts with b, y (kind 2):
+        // starts[at(b, bit(y))]. And
         // kind 3: `(before, after)` bits that a token ending with x, a, b
         // (starting with a, b, y) and ranking below "ab" rules out.
         let mut ends = vec![NONE; 1 << 14];
@@ -105,7 +106,7 @@ impl Pairs {
         let mut ok = vec![(0u128, 0u128); 1 << 14];
         for a in 0..0x80u8 {
             for b in 0..0x80u8 {
-                let r = vocab.get(&[a, b]);
+                let r = vocab.pair_rank(a, b);
                 if r == NONE {
                     continue;
                 }
@@ -145,11 +146,11 @@ impl Pairs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::bytes_then;
 
     /// The tables for the 256 bytes and then `extra`, ranked 256, 257, ...
     fn pairs_for(extra: &[&[u8]]) -> (Pairs, Vocab) {
-        let bytes: Vec<[u8; 1]> = (0..=255u8).map(|b| [b]).collect();
-        let tokens: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).chain(extra.iter().copied()).collect();
+        let tokens = bytes_then(extra);
         let listed: Vec<Option<&[u8]>> = tokens.iter().copied().map(Some).collect();
         let vocab = Vocab::of(&tokens);
         (Pairs::new(&vocab, &listed), vocab)
