@@ -1,6 +1,7 @@
 """Shared test helpers: where the corpora are, and hypothesis profiles."""
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -36,6 +37,19 @@ CORPUS_FILES = sorted(p for p in CORPORA.iterdir() if p.suffix in (".txt",))
 settings.register_profile("ci", max_examples=300, deadline=None, derandomize=True, print_blob=True)
 settings.register_profile("dev", max_examples=60, deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for every child a test will send SIGINT (Ctrl-C).
+
+    A child inherits an *ignored* signal: under ``nohup``, in a background job
+    of a non-interactive shell (``cmd &``) and on some CI runners the test
+    process starts with SIGINT ignored, the child Python then keeps it ignored,
+    and the signal the test sends does nothing. Restoring the default here, in
+    the child between fork and exec, makes the child's Python install its own
+    handler (KeyboardInterrupt) as it does when started from a terminal.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def shared_file(rel: str) -> Path:

@@ -37,6 +37,7 @@ import bpe.cli
 import bpe.data
 import bpe.tokenizer
 from bpe import Tokenizer, TokenizerFileError
+from conftest import default_sigint
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAKESPEARE = ROOT / "corpora" / "tinyshakespeare.txt"
@@ -778,7 +779,7 @@ def test_ctrl_c_returns_control_promptly(what, tmp_path):
     # str): seconds of training. Repeated prose, with few distinct chunks,
     # trained 60 MB before the interrupt landed.
     corpus.write_text(random_words(8 * MiB), encoding="utf-8")
-    child = python(INTERRUPT, what, corpus)
+    child = python(INTERRUPT, what, corpus, preexec_fn=default_sigint)
     assert child.stdout.readline() == b"start\n"
     time.sleep(0.3)  # well inside the Rust call, which takes seconds
     child.send_signal(signal.SIGINT)
@@ -787,6 +788,28 @@ def test_ctrl_c_returns_control_promptly(what, tmp_path):
     latency = time.monotonic() - sent
     assert out == b"interrupted\n", (out, err)
     assert latency < 2.5, f"{what}: {latency:.1f} s from Ctrl-C to KeyboardInterrupt"
+
+
+SIGINT_PROBE = """
+import signal
+h = signal.getsignal(signal.SIGINT)
+print("default" if h is signal.default_int_handler else "ignored" if h == signal.SIG_IGN else repr(h))
+"""
+
+
+def test_ctrl_c_tests_work_when_sigint_is_ignored():
+    """The Ctrl-C tests must pass under `nohup` or `cmd &` (SIGINT ignored and
+    inherited by children): `default_sigint` gives their child Python its
+    KeyboardInterrupt handler back. Checked here by ignoring SIGINT in this
+    process, as such a shell would, and starting children both ways."""
+    saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        plain = python(SIGINT_PROBE).communicate(timeout=60)[0]
+        restored = python(SIGINT_PROBE, preexec_fn=default_sigint).communicate(timeout=60)[0]
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert plain == b"ignored\n"  # what broke the Ctrl-C tests under nohup
+    assert restored == b"default\n"
 
 
 def random_words(n_bytes: int, seed: int = 0) -> str:
@@ -812,7 +835,8 @@ def test_ctrl_c_in_the_cli_leaves_no_file(command, tmp_path, tok):
             "encode": ["encode", "-t", tmp_path / "tok.bpe", corpus, "--out", tmp_path / "ds"]}[command]
     env = dict(os.environ, PYTHONUTF8="1")
     child = subprocess.Popen([sys.executable, "-m", "bpe", *map(str, args)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path,
+                             preexec_fn=default_sigint)
     deadline = time.monotonic() + 30
     if command == "train":
         time.sleep(1.0)
