@@ -9,14 +9,16 @@
 //!
 //! `py.rs` (feature `python`) holds the Python bindings only.
 
-pub mod chars;
-pub mod encode;
-pub mod lexer;
 pub mod limits;
-pub mod pairs;
-pub mod pieces;
+pub mod vocab;
+pub mod patterns;
+pub mod lexer;
 pub mod pretokenize;
+pub mod chars;
+pub mod pairs;
+pub mod encode;
 pub mod train;
+pub mod pieces;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

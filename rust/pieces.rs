@@ -10,7 +10,8 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::encode::{ids_buffer, Encoder, Memo, Rank};
+use crate::encode::{ids_buffer, Encoder, Memo};
+use crate::vocab::Rank;
 use crate::pretokenize::{is_safe_cut, is_word_cut, Splitter};
 use crate::train::{self, ChunkCounts};
 
@@ -147,7 +148,7 @@ pub fn groups(sizes: &[usize], group_bytes: usize) -> Vec<std::ops::Range<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pretokenize::{GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
     use rustc_hash::FxHashMap;
 
     fn encoder(pattern: &str) -> Encoder {

@@ -1,7 +1,7 @@
 //! Pre-tokenization: cutting text into the chunks that BPE works inside.
 //!
 //! Byte-level BPE never merges across chunk boundaries. The chunks come from a
-//! regular expression: GPT-2, GPT-4 and GPT-4o each ship one (below, byte for
+//! regular expression: GPT-2, GPT-4 and GPT-4o each ship one (`patterns.rs`, byte for
 //! byte as tiktoken has them). They use look-ahead (`\s+(?!\S)`) and possessive
 //! quantifiers, which the linear-time `regex` crate lacks. For these three we
 //! run hand-written lexers (`lexer.rs`: several times faster, and they never
@@ -16,30 +16,6 @@
 use fancy_regex::Regex;
 
 use crate::lexer::Lexer;
-
-/// GPT-2 (`r50k_base`, also `p50k_base`) split pattern, as in tiktoken.
-pub const GPT2_PATTERN: &str =
-    r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
-
-/// GPT-4 (`cl100k_base`) split pattern, as in tiktoken.
-pub const GPT4_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
-
-/// GPT-4o (`o200k_base`) split pattern, as in tiktoken.
-pub const GPT4O_PATTERN: &str = concat!(
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    "|",
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    "|",
-    r"\p{N}{1,3}",
-    "|",
-    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
-    "|",
-    r"\s*[\r\n]+",
-    "|",
-    r"\s+(?!\S)",
-    "|",
-    r"\s+",
-);
 
 /// A compiled split pattern.
 pub struct Splitter {
@@ -346,6 +322,7 @@ pub fn segments(text: &str, target: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 
     fn chunks(s: &Splitter, text: &str) -> Vec<String> {
         s.findall(text).unwrap().into_iter().map(String::from).collect()

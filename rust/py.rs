@@ -18,7 +18,8 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::encode::{Encoder, Memo, Rank};
+use crate::encode::{Encoder, Memo};
+use crate::vocab::Rank;
 use crate::pieces;
 use crate::pretokenize::{self, Splitter};
 use crate::train::{self, ChunkCounts};
@@ -109,7 +110,7 @@ struct Made<'py> {
     tokens: Vec<Vec<u8>>,
     /// One Python int per id, shared by every key and value of the dicts.
     ints: Vec<Bound<'py, PyAny>>,
-    encoder_vocab: crate::encode::Vocab,
+    encoder_vocab: crate::vocab::Vocab,
 }
 
 impl<'py> Made<'py> {
@@ -946,9 +947,9 @@ fn _panic_for_tests(py: Python<'_>, threads: usize) -> PyResult<()> {
 #[pymodule]
 #[pyo3(name = "_core")]
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("GPT2_PATTERN", pretokenize::GPT2_PATTERN)?;
-    m.add("GPT4_PATTERN", pretokenize::GPT4_PATTERN)?;
-    m.add("GPT4O_PATTERN", pretokenize::GPT4O_PATTERN)?;
+    m.add("GPT2_PATTERN", crate::patterns::GPT2_PATTERN)?;
+    m.add("GPT4_PATTERN", crate::patterns::GPT4_PATTERN)?;
+    m.add("GPT4O_PATTERN", crate::patterns::GPT4O_PATTERN)?;
     m.add_class::<Pretokenizer>()?;
     m.add_class::<Trainer>()?;
     m.add_class::<CoreBPE>()?;

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::encode::{pack, pack_small};
+use crate::vocab::{pack, pack_small};
 use crate::pretokenize::{last_safe_cut, segments, Splitter};
 
 /// Segment size for parallel counting: big enough to amortise scheduling,
@@ -1733,7 +1733,7 @@ fn learn<S: Symbol>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pretokenize::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 
     /// xorshift64: reproducible pseudo-random numbers for the tests below.
     fn next_random(seed: &mut u64) -> u64 {
