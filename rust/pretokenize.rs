@@ -17,12 +17,16 @@ use fancy_regex::Regex;
 
 use crate::lexer::Lexer;
 
-/// A compiled split pattern.
+/// A compiled split pattern. (A clone shares the compiled program: the
+/// trainer hands its own to the encoder it builds, to compile a custom
+/// pattern once.)
+#[derive(Clone)]
 pub struct Splitter {
     engine: Engine,
     pattern: String,
 }
 
+#[derive(Clone)]
 enum Engine {
     /// One of the three built-in patterns.
     Lexer(Lexer),
@@ -300,13 +304,20 @@ pub fn last_line_cut(b: &[u8]) -> Option<usize> {
 /// Cuts `text` into segments of roughly `target` bytes at safe cut points.
 /// The segments concatenate back to `text`.
 pub fn segments(text: &str, target: usize) -> Vec<&str> {
-    let b = text.as_bytes();
+    // Safe cuts sit before an ASCII newline's successor: a char boundary.
+    cut_at(text, target, |from| next_safe_cut(text.as_bytes(), from))
+}
+
+/// Cuts `text` into pieces of at least `target` bytes (but the last): each
+/// piece ends at `next(from)`, the first allowed cut at or after `from` (a
+/// character boundary), `target` bytes past its start; the last piece ends
+/// where `next` finds none. The pieces concatenate back to `text`.
+pub fn cut_at(text: &str, target: usize, mut next: impl FnMut(usize) -> Option<usize>) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
-    while start < b.len() {
-        match next_safe_cut(b, start + target.max(1)) {
+    while start < text.len() {
+        match next(start + target.max(1)) {
             Some(p) => {
-                // Safe cuts sit before an ASCII newline's successor: a char boundary.
                 out.push(&text[start..p]);
                 start = p;
             }

@@ -171,7 +171,7 @@ impl Trainer {
             let _free = crate::ReturnFreedMemory::new();
             guard(|| {
                 let docs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                let batch = pieces::count_documents(splitter, &docs, GROUP_BYTES, check_interrupt)?;
+                let batch = pieces::count_documents_interruptibly(splitter, &docs, GROUP_BYTES, check_interrupt)?;
                 *counts = train::merge_counts(std::mem::take(counts), batch);
                 Ok(())
             })
@@ -305,8 +305,8 @@ impl Trainer {
         learnt?;
         let special_ids: FxHashMap<String, Rank> =
             specials.into_iter().enumerate().map(|(i, s)| (s, (made.tokens.len() + i) as Rank)).collect();
-        let (tokens, pattern) = (made.tokens, self.splitter.pattern());
-        let enc = guard(|| Encoder::from_vocab(made.encoder_vocab, &tokens, special_ids.clone(), pattern))?;
+        let (tokens, splitter) = (made.tokens, self.splitter.clone());
+        let enc = guard(|| Encoder::from_vocab(made.encoder_vocab, &tokens, special_ids.clone(), splitter))?;
         self.tokens = tokens;
         self.built = Some((special_ids, enc));
         Ok((pairs, vocab))
@@ -320,8 +320,8 @@ impl Trainer {
         let enc = match self.built.take() {
             Some((specials, enc)) if specials == special_tokens => enc,
             _ => {
-                let (tokens, pattern) = (&self.tokens, self.splitter.pattern());
-                py.allow_threads(|| guard(|| encoder_of(tokens, special_tokens, pattern)))?
+                let (tokens, splitter) = (&self.tokens, self.splitter.clone());
+                py.allow_threads(|| guard(|| encoder_of(tokens, special_tokens, splitter)))?
             }
         };
         Ok(CoreBPE { enc, ints: GILOnceCell::new() })
@@ -329,9 +329,9 @@ impl Trainer {
 }
 
 /// An encoder for ordinary tokens `tokens` (id = index) and `specials`.
-fn encoder_of(tokens: &[Vec<u8>], specials: FxHashMap<String, Rank>, pattern: &str) -> Result<Encoder, String> {
+fn encoder_of(tokens: &[Vec<u8>], specials: FxHashMap<String, Rank>, splitter: Splitter) -> Result<Encoder, String> {
     let ranks = tokens.iter().enumerate().map(|(id, b)| (b.clone(), id as Rank)).collect();
-    Encoder::new(ranks, specials, pattern)
+    Encoder::with_splitter(ranks, specials, splitter)
 }
 
 /// An encoder: vocabulary (bytes -> rank), special tokens and split pattern.

@@ -128,7 +128,15 @@ impl Encoder {
         specials: FxHashMap<String, Rank>,
         pattern: &str,
     ) -> Result<Self, String> {
-        let splitter = Splitter::new(pattern)?;
+        Encoder::with_splitter(ranks, specials, Splitter::new(pattern)?)
+    }
+
+    /// [`Encoder::new`] with the split pattern compiled already.
+    pub fn with_splitter(
+        ranks: FxHashMap<Vec<u8>, Rank>,
+        specials: FxHashMap<String, Rank>,
+        splitter: Splitter,
+    ) -> Result<Self, String> {
         let max_id = ranks.values().chain(specials.values()).copied().max();
         if let Some(m) = max_id.filter(|&m| m > MAX_ID) {
             return Err(format!("token id {m} is too large: ids must be at most {MAX_ID}"));
@@ -148,14 +156,14 @@ impl Encoder {
 
     /// An encoder for the ordinary tokens `tokens` (token `i` has id `i`),
     /// which `vocab` holds already, and `specials`: the trainer fills `vocab`
-    /// while it learns, so that little is left to do once it has finished.
+    /// while it learns, so that little is left to do once it has finished
+    /// (and hands over its own `splitter`, compiled once).
     pub fn from_vocab(
         vocab: Vocab,
         tokens: &[Vec<u8>],
         specials: FxHashMap<String, Rank>,
-        pattern: &str,
+        splitter: Splitter,
     ) -> Result<Self, String> {
-        let splitter = Splitter::new(pattern)?;
         debug_assert!(tokens.iter().enumerate().all(|(i, t)| vocab.get(t) == i as Rank));
         // One more than the largest id.
         let n = specials.values().map(|&id| id as usize + 1).chain([tokens.len()]).max().unwrap_or(0);
@@ -498,7 +506,7 @@ mod tests {
         let vocab = || Vocab::of(&tokens);
         let specials: FxHashMap<String, Rank> = [("<s>".to_string(), 261)].into_iter().collect();
         let made = Encoder::new(ranks, specials.clone(), GPT4_PATTERN).unwrap();
-        let assembled = Encoder::from_vocab(vocab(), &tokens, specials, GPT4_PATTERN).unwrap();
+        let assembled = Encoder::from_vocab(vocab(), &tokens, specials, Splitter::new(GPT4_PATTERN).unwrap()).unwrap();
         let allowed: FxHashSet<String> = ["<s>".to_string()].into_iter().collect();
         for text in ["aaabdaaabac", "aaabdaaabac!<s> aab", "x<s>"] {
             let ids = made.encode(text, &allowed).unwrap();
@@ -506,7 +514,7 @@ mod tests {
             assert_eq!(assembled.decode_bytes(&ids).unwrap(), text.as_bytes());
         }
         let taken: FxHashMap<String, Rank> = [("<s>".to_string(), 3)].into_iter().collect();
-        let err = Encoder::from_vocab(vocab(), &tokens, taken, GPT4_PATTERN).err().unwrap();
+        let err = Encoder::from_vocab(vocab(), &tokens, taken, Splitter::new(GPT4_PATTERN).unwrap()).err().unwrap();
         assert!(err.contains("already taken"), "{err}");
     }
     #[test]
