@@ -19,6 +19,7 @@ pub mod pairs;
 pub mod encode;
 pub mod train;
 pub mod pieces;
+pub mod batch;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
