@@ -128,10 +128,9 @@ pub(super) fn bytearray_of<'py>(py: Python<'py>, ids: &[Rank]) -> PyResult<Bound
 
 /// Token ids from Python. A list (what `encode` returns) is read item by
 /// item through borrowed references: pyo3's generic `Vec<u32>` extraction
-/// iterates it (a new reference, so a reference-count write, per item) and
-/// that made decoding our own lists, whose ints are the shared ones spread
-/// over `CoreBPE::ints`, ~30% slower than the lookups themselves. Anything
-/// else goes through the generic path. Errors are pyo3's (OverflowError for a
+/// iterates it (a new reference, so a reference-count write, per item,
+/// which cost more than the look-ups: docs/performance.md, "Reading ids").
+/// Anything else goes through the generic path. Errors are pyo3's (OverflowError for a
 /// negative or too large int, TypeError for a non-int); Python names the id.
 pub(super) fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
     let Ok(list) = ids.downcast::<PyList>() else { return ids.extract() };
@@ -165,12 +164,8 @@ pub(super) fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
 /// it lives through, and a caller that keeps its results (`ids = encode(...)`
 /// in a loop keeps the last result alive during the next call; a pipeline
 /// gathering ids keeps them all) has the collector read every id again and
-/// again. A thousand new lists set off a collection of young objects, so
-/// `encode_batch` paid for it: tracked, its lists cost it 10 ms of 86 on one
-/// thread (10 MB of English, the last result kept; 76 ms with
-/// `gc.disable()`), and the ids of a whole-text `encode` kept beside it cost
-/// it as much again. Two threads went from 1.45-1.74x one whole-text call
-/// to 1.79-1.89x (both kept, timed in alternation, as the benchmark does).
+/// again; a thousand new lists set off a collection of young objects, so
+/// `encode_batch` paid for it (docs/performance.md, "Untracked lists").
 /// A list of ints can be part of no cycle, so the collector has nothing to
 /// find in it. CPython untracks its tuples and dicts of atomic items for the
 /// same reason; it cannot do it for lists, which may later get anything.
@@ -204,8 +199,7 @@ pub(super) fn empty_list(py: Python<'_>) -> PyResult<Py<PyList>> {
 /// Room for `n` items in a list from `empty_list`, not initialised: the
 /// threads that write the items also take the page faults of fresh memory,
 /// where `PyList_New(n)` would zero it all on the calling thread first
-/// (calloc; 0.6 ms of 18 MB for 10 MB of English when the memory is reused,
-/// more when it is fresh). Needs the GIL (PyMem_Malloc); returns where the
+/// (calloc). Needs the GIL (PyMem_Malloc); returns where the
 /// items go.
 fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
     if n == 0 {
@@ -276,6 +270,6 @@ unsafe fn set_len(list: &Py<PyList>, n: usize) {
 /// A list's item array, written by one pool thread while the GIL is free.
 struct Items(*mut *mut pyo3::ffi::PyObject);
 // SAFETY: each array is written by one thread only, and read by Python only
-// after the threads are done (see `encode_batch`).
+// after the threads are done (see `fill_lists` and the module's doc).
 unsafe impl Send for Items {}
 unsafe impl Sync for Items {}

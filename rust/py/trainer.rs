@@ -199,22 +199,17 @@ impl Trainer {
                     "{msg:>10} [{bar:30}] {pos}/{len} merges {per_sec} eta {eta}",
                     "merging",
                 );
-                let mut batch = Vec::with_capacity(BATCH);
-                let learnt = train::learn_merges(counts, target, |merge, size| {
-                    pb.set_position((size - 256) as u64);
-                    batch.push(*merge);
-                    if batch.len() == BATCH {
-                        let _ = send.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        return Err(INTERRUPTED.to_string());
-                    }
-                    Ok(())
-                });
-                let _ = send.send(batch);
-                drop(send); // the last batch: this thread's loop below ends
+                let learnt = train::learn_merges_in_batches(
+                    counts,
+                    target,
+                    BATCH,
+                    |size| pb.set_position((size - 256) as u64),
+                    |batch| _ = send.send(batch),
+                    || if stop.load(Ordering::Relaxed) { Err(INTERRUPTED.to_string()) } else { Ok(()) },
+                );
+                drop(send); // after the last batch: this thread's loop below ends
                 pb.finish_and_clear();
-                learnt.map(|_| ())
+                learnt
             });
             // Each wait ends at least every 50 ms to check for Ctrl-C (early
             // merges of a large corpus can each rewrite a million words).

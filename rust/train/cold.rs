@@ -42,13 +42,11 @@ pub(super) fn low(class: usize) -> i64 {
 /// reuses an existing id (same bytes reached again, see `learn`): the cold
 /// pairs holding that id are thawed first.
 ///
-/// **Why:** merging makes about a pair per word (1.14M pairs from 1.33M words
-/// on the benchmark's 1 GB scale file, 850k on FLORES-200), and few of them
-/// ever come near the top. In the map, with its slack, they took 52 MB of
-/// table (2M buckets of 24 bytes). Here each takes 12 bytes (pair and list,
-/// no count: its class is where it is kept), in blocks of [`COLD_BLOCK`]
-/// (no doubling copy), and the map keeps only the pairs that may win soon.
-/// A cold pair costs nothing when its words are merged either.
+/// **Why:** merging makes about a pair per word, and few of them ever come
+/// near the top (docs/performance.md, "Cold pairs"). Here each takes 12 bytes
+/// (pair and list, no count: its class is where it is kept), in blocks of
+/// [`COLD_BLOCK`] (no doubling copy), and the map keeps only the pairs that
+/// may win soon. A cold pair costs nothing when its words are merged either.
 ///
 /// **Thawing:** when the floor drops, the classes that reach it are thawed:
 /// each pair gets its exact count back from its word list (see [`recount`])
@@ -207,9 +205,8 @@ pub(super) fn recount<S: Symbol>(words: &Words<S>, lists: &Lists, pair: Pair<S>,
 /// their exact count), and those that no word holds any more go.
 ///
 /// (Not all into the map: when the floor drops, most of the pairs thawed are
-/// below it after all. Put in the map, they made it double, old and new
-/// table at once, just to leave it again: 17 MB above the rest at the end of
-/// the scale file's merges.)
+/// below it after all, and putting them in made the map double just to leave
+/// it again.)
 pub(super) fn thaw<S: Symbol>(
     taken: Vec<Vec<ColdPair<S>>>,
     hot_from: i64,
@@ -239,15 +236,10 @@ impl Lists {
     /// the dead space, in place, and gives the freed end back to the OS.
     ///
     /// Why a quarter: each slide reads the whole pair map, and late merges
-    /// kill a few lists each, often. On FLORES-200 to 50k tokens (merge time,
-    /// median of 3; peak): never 1.23 s, a half 1.24 s (98 MB), a quarter
-    /// 1.27 s (88 MB), an eighth 1.44 s (86 MB).
-    /// Why give the end back: space once written stays resident while the
-    /// array keeps its capacity, so without it the array's RSS stayed at its
-    /// longest (15M ids on the scale file) while its live lists shrank to 6M
-    /// ids. Shrinking the array instead would copy it into a smaller one, and
-    /// that copy, made when the pair map is full-size, raised the peak
-    /// (128 -> 155 MB on FLORES-200).
+    /// kill a few lists each, often. Why give the end back: space once
+    /// written stays resident while the array keeps its capacity; shrinking
+    /// the array instead would copy it, raising the peak. (Both measured:
+    /// docs/performance.md, "Sliding the word lists".)
     ///
     /// The lists are those of the pairs in the map and of the cold ones.
     pub(super) fn compact<S: Symbol>(
@@ -266,15 +258,12 @@ impl Lists {
             // pair's place in `cold` (below 2^31: that many cold pairs would
             // take 24 GB), or (with `IN_ARENA` set) an index into `hot`, the
             // map's records. (The offset sits beside its key: a key read
-            // through a reference was a cache miss per comparison. One array
-            // of (offset, reference) took 16 bytes a list, 5 MB at the end of
-            // the scale file's merges, on top of everything else.)
+            // through a reference was a cache miss per comparison.)
             //
             // In passes, each over the lists that start in one range of
             // offsets, lowest range first: the sorted array is the slide's
-            // only extra memory, and on the scale file it held ~700k lists
-            // at once (5.5 MB), which set the peak of the whole training (see
-            // `Tuning::slide_pass`). A list moved in one pass starts below the
+            // only extra memory, and in one pass it could set the peak of the
+            // whole training (see `Tuning::slide_pass`). A list moved in one pass starts below the
             // next range, so no later pass sees it again, and every list
             // still moves down over dead space only.
             let mut hot: Vec<&mut PairInfo> = hot.values_mut().filter(|i| i.in_arena()).collect();

@@ -17,22 +17,12 @@ const SEGMENT_BYTES: usize = 1 << 20;
 /// Laid out for counting speed and memory: chunks of up to 15 bytes (nearly
 /// all of them) are packed into 16 bytes (see `encode::pack`), so counting
 /// one costs a multiply-hash and one probe with the key inline, and no
-/// allocation when it is new; longer chunks keep a byte-string key. This
-/// made counting ~25% faster than one `Vec<u8>`-keyed map and holds a
-/// distinct short chunk in 25 bytes instead of ~70. The key is two `u64`
-/// halves, not a `u128`: a `u128` is aligned to 16, which padded each bucket
-/// (key and count) from 24 to 32 bytes, and this map is the peak of counting
-/// on corpora with millions of distinct chunks. The merge loop reads this
-/// layout directly: converting it to a `Vec<u8>`-keyed map first doubled the
-/// counts' memory at the hand-over and left the allocator fragmented (56 MB
-/// of 734k small freed keys on FLORES-200).
-///
-/// Chunks of up to 7 bytes (most English words with their space) have a map
-/// of their own with a `u64` key: 16 bytes a bucket, not 24. On the
-/// benchmark's 1 GB scale file this made the counts smaller (and each map's
-/// doubling, old and new table at once, a smaller spike): peak of counting
-/// 107.8 -> 86.2 MB (`examples/profile`); the hand-over to the merge loop
-/// (counts and words at once), a peak of 109.4 MB, is now below that.
+/// allocation when it is new; longer chunks keep a byte-string key. The key
+/// is two `u64` halves, not a `u128`, whose alignment to 16 would pad each
+/// bucket from 24 to 32 bytes. Chunks of up to 7 bytes (most English words
+/// with their space) have a map of their own with a `u64` key: 16 bytes a
+/// bucket. The merge loop reads this layout directly, with no conversion.
+/// (Measurements: docs/performance.md, "Chunk counts".)
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChunkCounts {
     tiny: FxHashMap<u64, u64>,
@@ -201,16 +191,9 @@ const FLUSH_BYTES: usize = 8 << 20;
 ///
 /// A pipeline: this thread reads and checks UTF-8 while one counting thread
 /// per core (as many as rayon's pool has) lexes and counts the segments it
-/// hands them through a short queue. Memory: a few segments in flight plus
-/// the counts. It replaced reading 8 MB blocks and counting each with rayon
-/// in turn, which left the cores idle while a block was read (5-6 ms each:
-/// a fresh buffer's page faults and zeroing), while each block's per-split
-/// maps were summed (~4 ms at the end of each block) and on the block's last
-/// uneven segments. Counting took (`examples/profile train`, same counts):
-/// 10 MB of English 43-51 -> 30-35 ms, 100 MB 470 -> 292 ms, FLORES-200
-/// 235 -> 142 ms, the 1 GB scale file 4.87 -> 3.38 s; the peak while
-/// counting 10 MB fell from 28 to 15 MB (no 8 MB block, reallocated to 16 MB
-/// when the carry did not fit).
+/// hands them through a short queue, so the cores never wait for a read.
+/// Memory: a few segments in flight plus the counts. (What it replaced:
+/// docs/performance.md, "Streaming files".)
 pub fn count_files(
     splitter: &Splitter,
     paths: &[std::path::PathBuf],

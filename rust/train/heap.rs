@@ -10,19 +10,18 @@ use super::occurrences::PairInfo;
 use super::words::{Pair, Symbol};
 
 /// The priority queue of pairs: a binary max-heap of `(count, pair)` whose
-/// top is the winner of the tie-break rule above (highest count, then the
-/// smallest (left bytes, right bytes)). Entries are not updated in place:
+/// top is the winner of the tie-break rule (see `train/mod.rs`: highest
+/// count, then the smallest (left bytes, right bytes)). Entries are not updated in place:
 /// when a pair's count changes we push a new entry and let stale ones be
 /// skipped on pop ("lazy deletion"), which is simpler and faster than a
 /// decrease-key heap.
 ///
 /// Hand-written rather than `std::collections::BinaryHeap` because the
 /// tie-break needs the token bytes: with std's heap, `Ord` sees only the
-/// entries, so each entry had to carry its own references to both tokens'
-/// bytes (48 bytes and two reference-count updates per push). Here entries
-/// are 16 bytes (24 with u32 symbols) and comparisons read the vocabulary only when counts and
-/// left-token prefixes tie. On multilingual text the heap holds over a
-/// million entries; this saved ~50 MB there and a third of the heap's time.
+/// entries, so each entry would carry its own references to both tokens'
+/// bytes. Here entries are 16 bytes (24 with u32 symbols) and comparisons
+/// read the vocabulary only when counts and left-token prefixes tie (see
+/// docs/performance.md, "The pair heap").
 pub(super) struct PairHeap<S> {
     pub(super) items: Vec<Entry<S>>,
     /// The number of entries after the last rebuild.

@@ -95,11 +95,8 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
     // ...and are filled in pass 2, in word order. Twice as much room again
     // is reserved for the lists of the first merges: it costs address space,
     // not memory, until they write it, and growing the array later copies it
-    // (old and new array at once). On the scale file's four corpora the
-    // arena reaches 2.1 times its first size by merge ~330; with room for
-    // twice, that copy was the peak of the merge loop (113 MB; 57 MB above
-    // the rest with ids as u32 and a quarter's room). If the system refuses
-    // that much address space, it is reserved as it is needed.
+    // (old and new array at once: see docs/performance.md, "Word lists"). If
+    // the system refuses that much address space, it is reserved as needed.
     let mut lists = Lists { arena: Vec::new(), dead: 0 };
     if lists.arena.try_reserve_exact(3 * next).is_err() {
         lists.arena.reserve_exact(next);
@@ -120,19 +117,13 @@ pub(super) struct Tuning {
     /// Arrays shorter than this many bytes are never slid (see
     /// [`Words::compact`] and [`Lists::compact`]): there is little to give back.
     pub(super) min_slide: usize,
-    /// About how many pairs the heap is built with (see [`floor_for`]).
-    /// Merging 1 GB of mixed text to 50k (`examples/profile`, peak and
-    /// time): 2^16 pairs 102.2 MB, 1.51 s; 2^15 95.5 MB, 1.50 s; 2^14
-    /// 92.6 MB, 1.80 s (the floor moves more often). FLORES-200: 65.4, 60.4,
-    /// 58.3 MB; 0.93, 0.86, 0.94 s.
+    /// About how many pairs the heap is built with (see [`floor_for`]):
+    /// fewer save memory until the floor moves too often (docs/performance.md,
+    /// "Tuning").
     pub(super) heap_pairs: usize,
     /// About how many bytes of the word-list arena one pass of
-    /// [`Lists::compact`] slides (see there). Merging the 1 GB scale file
-    /// (`examples/profile`, peak and merge time, two runs each): one pass
-    /// 95.1-95.5 MB, 1.73-1.80 s; 8 MB passes 91.9-92.5 MB, 1.76-1.87 s;
-    /// 2 MB passes 90.5-90.9 MB, 1.88-1.95 s. FLORES-200, one pass against
-    /// 2 MB passes: 60.3-60.6 against 57.4-57.9 MB, 1.01-1.12 against
-    /// 1.02-1.20 s.
+    /// [`Lists::compact`] slides (see there): smaller passes lower the peak
+    /// and cost a little time (docs/performance.md, "Tuning").
     pub(super) slide_pass: usize,
 }
 

@@ -1,15 +1,15 @@
 //! Training: learn a merge list from a corpus.
 //!
-//! Two phases, both here:
+//! Two phases:
 //!
-//! 1. **Counting.** Every document is pre-tokenized (see `pretokenize.rs`) and
+//! 1. **Counting** (`count.rs`). Every document is pre-tokenized (see `pretokenize.rs`) and
 //!    each distinct chunk is counted. Only the counts are kept, so memory grows
 //!    with the number of *distinct* chunks, never with the corpus size. Texts
 //!    are cut at safe points into segments that all cores count in parallel,
 //!    each into its own map, and the maps are summed at the end (a shared map
 //!    behind a lock would serialise the cores).
 //!
-//! 2. **Merging.** Each distinct chunk becomes a "word": its list of token ids,
+//! 2. **Merging** (the other files). Each distinct chunk becomes a "word": its list of token ids,
 //!    starting from its bytes, weighted by its count. We keep the count of every
 //!    adjacent pair over all words and, per pair, the words it occurs in. Each
 //!    step takes the most frequent pair from a priority queue, rewrites only the
@@ -54,12 +54,9 @@ use words::Symbol;
 /// Python tokenizer's state, made meanwhile on another core), and may stop
 /// the work by returning an error (Ctrl-C).
 ///
-/// The merge loop runs on one core. It once did merges that touch over 1/32
-/// of the words on all cores (runs of words per thread, deltas summed after):
-/// on this project's 2-core machine that was slower than one core on 10 MB of
-/// English (0.08-0.11 s against 0.03-0.05 s for those ~57 merges) and no
-/// faster on 100 MB or on 200 languages, because most of the loop's time is
-/// in the tens of thousands of later merges that touch a few words each.
+/// The merge loop runs on one core: most of its time is in the tens of
+/// thousands of late merges that touch a few words each (a parallel version
+/// was no faster: docs/performance.md, "The merge loop on one core").
 pub fn learn_merges(
     counts: ChunkCounts,
     target: usize,
@@ -70,6 +67,32 @@ pub fn learn_merges(
     } else {
         learn::<u32>(counts, target, on_merge, Tuning::DEFAULT)
     }
+}
+
+/// [`learn_merges`], handing the merges to `send` in batches of `batch` as
+/// they come (the last one maybe shorter, and sent even after an error),
+/// and telling `progress` the vocabulary size after each merge. Stops with
+/// the error of `stopped` (Ctrl-C) as soon as it returns one. For a caller
+/// that works on the merges on another thread while the loop runs.
+pub fn learn_merges_in_batches(
+    counts: ChunkCounts,
+    target: usize,
+    batch: usize,
+    mut progress: impl FnMut(usize),
+    mut send: impl FnMut(Vec<Merge>),
+    stopped: impl Fn() -> Result<(), String>,
+) -> Result<(), String> {
+    let mut merges = Vec::with_capacity(batch);
+    let learnt = learn_merges(counts, target, |merge, size| {
+        progress(size);
+        merges.push(*merge);
+        if merges.len() == batch {
+            send(std::mem::replace(&mut merges, Vec::with_capacity(batch)));
+        }
+        stopped()
+    });
+    send(merges);
+    learnt.map(|_| ())
 }
 
 /// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.

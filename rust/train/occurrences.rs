@@ -10,20 +10,10 @@ use super::words::{Pair, NO_WORD};
 /// skipping them. A word is never named twice in a row.
 ///
 /// 20 bytes, aligned to 4, so a map bucket (pair and info) is 24 with `u16`
-/// symbols. The map held over a million pairs on large multilingual corpora,
-/// and its buckets were the largest single item of memory there (since then,
-/// only the pairs near the top stay in the map: see [`Cold`]). Most lists
-/// are short (at the end of FLORES-200: 505k pairs occur in one word, 128k in
-/// two, 61k in three, 150k in more), so up to two word ids live in the record
-/// itself, and longer lists in the shared [`Lists`] arena.
-///
-/// History: a count, an offset, a length and a `SmallVec` of four inline
-/// words took 40 bytes (48 a bucket). An `i64` count and three inline words
-/// took 24 (32 a bucket: the `i64` aligned the record to 8, so the 4-byte pair
-/// padded the bucket). With this layout, lists of three words go to the
-/// arena, and the peak of training to 50k tokens (`examples/profile`) went
-/// 214 -> 197 MB on 1 GB of mixed text (2M buckets), 124 -> 115 MB on
-/// FLORES-200 and 49 -> 45 MB on 100 MB of English.
+/// symbols: the map's buckets can be the largest single item of memory.
+/// Most lists are short, so up to two word ids live in the record itself,
+/// and longer lists in the shared [`Lists`] arena. (Earlier layouts and
+/// their cost: docs/performance.md, "Pair records".)
 #[derive(Clone, Copy, Default)]
 pub(super) struct PairInfo {
     /// The count over all words, as (low, high) halves of an `i64`: see above.
@@ -69,11 +59,9 @@ impl PairInfo {
 /// taken from it without decoding the list). Word `w` after last id `l` is
 /// the gap `w - l` (`w + 1` for the first); a gap of zero is an escape,
 /// followed by `w + 1` itself, for a word that comes before the last (see
-/// below). On the
-/// 1.33M distinct chunks of the benchmark's scale file this holds the lists
-/// in 21 MB instead of 48 (u32 ids) when the lists are at their largest: the
-/// ids of a pair's words are a few hundred apart for frequent pairs (one
-/// byte), and a few thousand for the rest (two).
+/// below). The ids of a pair's words are a few hundred apart for frequent
+/// pairs (one byte), and a few thousand for the rest (two): less than half
+/// the bytes of `u32` ids (docs/performance.md, "Word lists").
 ///
 /// **Why sorted:** the byte pairs' lists are written in word order, and a
 /// merge visits its words in the order of its list and gives each of its new
@@ -86,8 +74,7 @@ impl PairInfo {
 /// are most entries at the start (11M of 12M on the scale file) and are
 /// written once, exactly sized, in one pass; and lists that grow during
 /// merging, each in a heap block of its own, left the allocator's pages
-/// partly used as they grew and died (RSS 20-40 MB above the live bytes on
-/// FLORES-200). Here a list that outgrows its space moves to the end with
+/// partly used as they grew and died. Here a list that outgrows its space moves to the end with
 /// twice the capacity, and its old space is dead until [`Lists::compact`]
 /// slides the live lists down over it, in place (a copy into a new array
 /// would hold both at once), and gives the freed end back to the OS.

@@ -7,10 +7,8 @@ use super::count::ChunkCounts;
 
 /// A token id inside the merge loop: `u16` while the vocabulary fits in 16
 /// bits (targets up to 65,536 tokens: GPT-2's 50k and most trained
-/// vocabularies), else `u32`. The word buffer is the loop's largest array
-/// (8.2M symbols on FLORES-200), and heap entries shrink with it (24 -> 16
-/// bytes): on FLORES-200 to a 50k vocabulary the peak went from ~200 to
-/// ~180 MB (`examples/profile.rs`).
+/// vocabularies), else `u32`: the word buffer is the loop's largest array,
+/// and heap entries shrink with it (docs/performance.md, "Symbols").
 pub(super) trait Symbol: Copy + Eq + std::hash::Hash + Send + Sync + 'static {
     /// `id` must fit (the caller picks the type from the target size).
     fn from_id(id: u32) -> Self;
@@ -100,13 +98,10 @@ pub(super) fn new_pairs<S: Symbol>(word: &[S], new: S) -> impl Iterator<Item = P
 /// symbols.
 ///
 /// Why flat: a `Vec<Vec<u32>>` costs each word a 24-byte header and a heap
-/// block of its own (with the allocator's rounding, ~90 bytes for an
-/// 11-symbol word, against 60 here), and scatters words over the heap. On
-/// FLORES-200 (734k distinct chunks) this saved ~30 MB of peak memory.
-/// Start, length and count sit together in one record because a merge visits
-/// its words in no useful order, and separate arrays cost a cache miss each
-/// (with the one-core loop, see `learn_merges`, merging 10 MB of English went
-/// from 0.38 to 0.36 s, median of 8, best 0.33 to 0.28 s).
+/// block of its own, and scatters words over the heap. Start, length and
+/// count sit together in one record because a merge visits its words in no
+/// useful order, and separate arrays cost a cache miss each (see
+/// docs/performance.md, "Words").
 pub(super) struct Words<S> {
     pub(super) symbols: Vec<S>,
     pub(super) meta: Vec<Word>,
@@ -117,8 +112,7 @@ pub(super) struct Words<S> {
 /// 12 bytes: the count is a `u32`, and a chunk counted more often than that
 /// (only in corpora of tens of GB) becomes several words with the same bytes,
 /// whose counts add up to its own: every pair count, and so every merge, is
-/// the same. With a `u64` count the record took 16 bytes: 5 MB more on the
-/// 1.33M words of the benchmark's 1 GB scale file.
+/// the same. (With a `u64` count the record would take 16 bytes.)
 #[derive(Clone, Copy)]
 pub(super) struct Word {
     pub(super) freq: u32,
