@@ -12,9 +12,9 @@ use pyo3::prelude::*;
 
 use crate::pretokenize::Splitter;
 
-mod encoder;
 mod errors;
 mod lists;
+mod encoder;
 mod trainer;
 
 use encoder::CoreBPE;
