@@ -5,8 +5,10 @@
 //!   (MERGES=PATH writes the learned merges to PATH)
 use std::time::Instant;
 
-use bpe::encode::{Encoder, Rank};
-use bpe::pretokenize::{Splitter, GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use bpe::encode::Encoder;
+use bpe::vocab::Rank;
+use bpe::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use bpe::pretokenize::Splitter;
 use rustc_hash::FxHashMap;
 
 fn b64(s: &[u8]) -> Vec<u8> {

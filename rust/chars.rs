@@ -51,7 +51,7 @@
 //! 5-11% faster (`examples/profile`), and 3-5% more with the exact bytes
 //! inside words; text without such characters takes the plain path.
 
-use crate::encode::{Rank, Vocab, NONE};
+use crate::vocab::{Rank, Vocab, NONE};
 
 /// The class of the byte beside a character: 0 is reserved for "no byte"
 /// (the chunk, or the token, starts or ends there).
@@ -352,7 +352,7 @@ fn highest_merge(vocab: &Vocab, bytes: &[u8], rank: Rank) -> Option<Rank> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::bytes_then;
+    use crate::vocab::bytes_then;
 
     #[test]
     fn char_at_reads_whole_characters_only() {

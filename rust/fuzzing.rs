@@ -23,11 +23,11 @@ use std::sync::OnceLock;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::encode::{Encoder, Rank, MAX_ID};
+use crate::encode::Encoder;
+use crate::vocab::{Rank, MAX_ID};
 use crate::pieces;
-use crate::pretokenize::{
-    is_safe_cut, is_word_cut, last_safe_cut, segments, Splitter, GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN,
-};
+use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use crate::pretokenize::{is_safe_cut, is_word_cut, last_safe_cut, segments, Splitter};
 use crate::train::{count_documents, learn_merges};
 
 const BUILTIN: [&str; 3] = [GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN];

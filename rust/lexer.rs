@@ -18,7 +18,7 @@
 
 use std::sync::OnceLock;
 
-use crate::pretokenize::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 
 // Character class bits.
 const L: u16 = 1 << 0; // \p{L}

@@ -1,22 +1,34 @@
 //! bpe: byte-level BPE tokenization — training and tiktoken-exact encoding.
 //!
-//! Read in this order:
-//! - [`pretokenize`]: the split patterns and where a text may be cut;
-//! - [`train`]: counting chunks and learning merges;
-//! - [`encode`]: turning text into ids with a vocabulary, and back;
+//! The modules, in a strict one-way order: each uses only modules above it
+//! (no import circles, no upward arrows). Read top to bottom:
+//! - [`limits`]: limits on input, and the errors past them;
+//! - [`vocab`]: `Rank`, `NONE`, `MAX_ID`, the `Vocab` (token bytes -> rank) and `pack`/`pack_small`;
+//! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
+//! - [`lexer`]: hand-written lexers for those three patterns;
+//! - [`pretokenize`]: the `Splitter` (lexer or regex), safe cut points, `cut_at`;
 //! - [`chars`]: which characters encoding may start whole;
-//! - [`pairs`]: which pairs of ASCII bytes it may start whole.
+//! - [`pairs`]: which pairs of ASCII bytes encoding may start whole;
+//! - [`encode`]: turning text into ids with a vocabulary, and back (`merge.rs`: the merges);
+//! - [`train`]: counting chunks and learning merges (one file per idea, see `train/mod.rs`);
+//! - [`pieces`]: long inputs in pieces, so that the bindings can see Ctrl-C between them;
+//! - [`batch`]: the parallel scheduler of a batch of texts, free of Python;
+//! - `py` (feature `python`): the Python bindings only, thin (see `py/mod.rs`);
+//! - `fuzzing` (feature `fuzzing`, and tests): the fuzz targets' logic.
 //!
-//! `py.rs` (feature `python`) holds the Python bindings only.
+//! Why the code is laid out as it is, with measurements: docs/performance.md.
 
-pub mod chars;
-pub mod encode;
-pub mod lexer;
 pub mod limits;
-pub mod pairs;
-pub mod pieces;
+pub mod vocab;
+pub mod patterns;
+pub mod lexer;
 pub mod pretokenize;
+pub mod chars;
+pub mod pairs;
+pub mod encode;
 pub mod train;
+pub mod pieces;
+pub mod batch;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

@@ -48,7 +48,7 @@
 //! letters only, with one class for every byte that is not a letter
 //! (fewer pairs start whole; no faster than no pairs at all).
 
-use crate::encode::{Rank, Vocab, NONE};
+use crate::vocab::{Rank, Vocab, NONE};
 
 /// The index of the pair "ab" (both ASCII) in the tables below.
 #[inline(always)]
@@ -146,7 +146,7 @@ impl Pairs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::bytes_then;
+    use crate::vocab::bytes_then;
 
     /// The tables for the 256 bytes and then `extra`, ranked 256, 257, ...
     fn pairs_for(extra: &[&[u8]]) -> (Pairs, Vocab) {

@@ -10,8 +10,9 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::encode::{ids_buffer, Encoder, Memo, Rank};
-use crate::pretokenize::{is_safe_cut, is_word_cut, Splitter};
+use crate::encode::{ids_buffer, Encoder, Memo};
+use crate::vocab::Rank;
+use crate::pretokenize::{cut_at, is_safe_cut, is_word_cut, Splitter};
 use crate::train::{self, ChunkCounts};
 
 /// About this many bytes are encoded or counted between two calls of `between`.
@@ -56,7 +57,7 @@ pub fn encode_with(
 /// `train::count_documents(splitter, docs)` in groups of about
 /// `group_bytes`, calling `between` before each group. Each group is counted
 /// on all cores, as a whole call would be.
-pub fn count_documents(
+pub fn count_documents_interruptibly(
     splitter: &Splitter,
     docs: &[&str],
     group_bytes: usize,
@@ -74,19 +75,11 @@ pub fn count_documents(
             pieces.push(doc);
         }
     }
+    let sizes: Vec<usize> = pieces.iter().map(|p| p.len()).collect();
     let mut counts = ChunkCounts::default();
-    let mut start = 0;
-    while start < pieces.len() {
-        let mut end = start;
-        let mut size = 0;
-        while end < pieces.len() && (end == start || size + pieces[end].len() <= group_bytes) {
-            size += pieces[end].len();
-            end += 1;
-        }
+    for group in groups(&sizes, group_bytes) {
         between()?;
-        let group = train::count_documents(splitter, &pieces[start..end])?;
-        counts = train::merge_counts(counts, group);
-        start = end;
+        counts = train::merge_counts(counts, train::count_documents(splitter, &pieces[group])?);
     }
     Ok(counts)
 }
@@ -109,21 +102,7 @@ pub fn cut<'t>(text: &'t str, target: usize, avoid: &[&str]) -> Vec<&'t str> {
         (from.max(1)..b.len())
             .find(|&p| (b[p] & 0xc0) != 0x80 && (is_word_cut(b, p) || is_safe_cut(b, p)) && !straddled(p))
     };
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < b.len() {
-        match next(start + target.max(1)) {
-            Some(p) => {
-                out.push(&text[start..p]);
-                start = p;
-            }
-            None => {
-                out.push(&text[start..]);
-                break;
-            }
-        }
-    }
-    out
+    cut_at(text, target, next)
 }
 
 /// Splits `0..sizes.len()` into consecutive ranges of about `group_bytes`
@@ -147,7 +126,7 @@ pub fn groups(sizes: &[usize], group_bytes: usize) -> Vec<std::ops::Range<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pretokenize::{GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
     use rustc_hash::FxHashMap;
 
     fn encoder(pattern: &str) -> Encoder {
@@ -191,7 +170,7 @@ mod tests {
         let err = encode_with(&enc, &text, &FxHashSet::default(), 100, || Err("stop".into()));
         assert_eq!(err, Err("stop".to_string()));
         let s = Splitter::new(GPT4_PATTERN).unwrap();
-        assert_eq!(count_documents(&s, &[&text], 1000, || Err("stop".into())), Err("stop".to_string()));
+        assert_eq!(count_documents_interruptibly(&s, &[&text], 1000, || Err("stop".into())), Err("stop".to_string()));
     }
 
     #[test]
@@ -202,7 +181,7 @@ mod tests {
             let s = Splitter::new(pattern).unwrap();
             let whole = train::count_documents(&s, &docs).unwrap();
             let mut calls = 0;
-            let grouped = count_documents(&s, &docs, 1 << 20, || {
+            let grouped = count_documents_interruptibly(&s, &docs, 1 << 20, || {
                 calls += 1;
                 Ok(())
             })

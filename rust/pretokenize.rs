@@ -1,7 +1,7 @@
 //! Pre-tokenization: cutting text into the chunks that BPE works inside.
 //!
 //! Byte-level BPE never merges across chunk boundaries. The chunks come from a
-//! regular expression: GPT-2, GPT-4 and GPT-4o each ship one (below, byte for
+//! regular expression: GPT-2, GPT-4 and GPT-4o each ship one (`patterns.rs`, byte for
 //! byte as tiktoken has them). They use look-ahead (`\s+(?!\S)`) and possessive
 //! quantifiers, which the linear-time `regex` crate lacks. For these three we
 //! run hand-written lexers (`lexer.rs`: several times faster, and they never
@@ -17,36 +17,16 @@ use fancy_regex::Regex;
 
 use crate::lexer::Lexer;
 
-/// GPT-2 (`r50k_base`, also `p50k_base`) split pattern, as in tiktoken.
-pub const GPT2_PATTERN: &str =
-    r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
-
-/// GPT-4 (`cl100k_base`) split pattern, as in tiktoken.
-pub const GPT4_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
-
-/// GPT-4o (`o200k_base`) split pattern, as in tiktoken.
-pub const GPT4O_PATTERN: &str = concat!(
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    "|",
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    "|",
-    r"\p{N}{1,3}",
-    "|",
-    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
-    "|",
-    r"\s*[\r\n]+",
-    "|",
-    r"\s+(?!\S)",
-    "|",
-    r"\s+",
-);
-
-/// A compiled split pattern.
+/// A compiled split pattern. (A clone shares the compiled program: the
+/// trainer hands its own to the encoder it builds, to compile a custom
+/// pattern once.)
+#[derive(Clone)]
 pub struct Splitter {
     engine: Engine,
     pattern: String,
 }
 
+#[derive(Clone)]
 enum Engine {
     /// One of the three built-in patterns.
     Lexer(Lexer),
@@ -324,13 +304,20 @@ pub fn last_line_cut(b: &[u8]) -> Option<usize> {
 /// Cuts `text` into segments of roughly `target` bytes at safe cut points.
 /// The segments concatenate back to `text`.
 pub fn segments(text: &str, target: usize) -> Vec<&str> {
-    let b = text.as_bytes();
+    // Safe cuts sit before an ASCII newline's successor: a char boundary.
+    cut_at(text, target, |from| next_safe_cut(text.as_bytes(), from))
+}
+
+/// Cuts `text` into pieces of at least `target` bytes (but the last): each
+/// piece ends at `next(from)`, the first allowed cut at or after `from` (a
+/// character boundary), `target` bytes past its start; the last piece ends
+/// where `next` finds none. The pieces concatenate back to `text`.
+pub fn cut_at(text: &str, target: usize, mut next: impl FnMut(usize) -> Option<usize>) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
-    while start < b.len() {
-        match next_safe_cut(b, start + target.max(1)) {
+    while start < text.len() {
+        match next(start + target.max(1)) {
             Some(p) => {
-                // Safe cuts sit before an ASCII newline's successor: a char boundary.
                 out.push(&text[start..p]);
                 start = p;
             }
@@ -346,6 +333,7 @@ pub fn segments(text: &str, target: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 
     fn chunks(s: &Splitter, text: &str) -> Vec<String> {
         s.findall(text).unwrap().into_iter().map(String::from).collect()

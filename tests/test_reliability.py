@@ -990,8 +990,8 @@ def test_limits_in_readme_match_the_code():
     assert f"{bpe.data.MAX_UNCUT_BYTES >> 20} MiB" in limits
     limits_rs = (ROOT / "rust" / "limits.rs").read_text(encoding="utf-8")
     assert f"MAX_UNCUT_BYTES: usize = {bpe.data.MAX_UNCUT_BYTES >> 20} << 20" in limits_rs
-    encode_rs = (ROOT / "rust" / "encode.rs").read_text(encoding="utf-8")
-    assert "pub const MAX_ID: Rank = (1 << 24) - 1;" in encode_rs and bpe.tokenizer.MAX_ID == (1 << 24) - 1
+    vocab_rs = (ROOT / "rust" / "vocab.rs").read_text(encoding="utf-8")
+    assert "pub const MAX_ID: Rank = (1 << 24) - 1;" in vocab_rs and bpe.tokenizer.MAX_ID == (1 << 24) - 1
 
 
 def test_largest_id_is_usable():

@@ -20,29 +20,16 @@
 //! are the vast majority), and a heap over a linked list (O(n log n)) for long
 //! chunks such as a million repeated characters, where the scan would take
 //! hours.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::chars::Chars;
 use crate::pairs::Pairs;
 use crate::pretokenize::Splitter;
+use crate::vocab::{pack, Rank, Vocab, MAX_ID, NONE};
 
-pub type Rank = u32;
+mod merge;
 
-/// Chunks longer than this many bytes use the heap merge. (Also the size of
-/// the scan's stack arrays, and small enough that offsets fit in a `u8`.)
-const LONG_CHUNK: usize = 128;
-
-/// The largest id a vocabulary may use. The decoder is a table indexed by id,
-/// so a file claiming id 4,000,000,000 must be refused, not allocated; 2^24
-/// (16.7M) is 80 times the largest vocabulary in use (o200k: 200k).
-pub const MAX_ID: Rank = (1 << 24) - 1;
-
-/// "No token": the rank of a byte string that is not in the vocabulary.
-pub(crate) const NONE: Rank = Rank::MAX;
+use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
 
 /// The ids of chunks that took merging, kept while one thread encodes.
 ///
@@ -117,178 +104,6 @@ pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
     Vec::with_capacity(bytes / 3)
 }
 
-/// Token bytes -> rank, laid out for the encoder's hot loop.
-///
-/// Encoding is almost all look-ups of short byte strings: the whole chunk
-/// first, then, for chunks that are not one token, every adjacent pair and
-/// every pair of merged parts. A `HashMap<Vec<u8>, Rank>` costs two cache
-/// misses per look-up (the bucket, then the key's heap bytes to compare) and
-/// hashes byte by byte. Instead:
-///   * single bytes and byte pairs index flat tables (1 KiB and 256 KiB): the
-///     first n-1 look-ups of every merge involve no hashing at all;
-///   * tokens of 3..=15 bytes are packed into an integer key (bytes plus
-///     length; a `u64` up to 7 bytes, else a `u128`), so a look-up is one
-///     multiply-hash and one probe with the key inline;
-///   * longer tokens (under 1% of a vocabulary, and rarely looked up) keep a
-///     byte-string map.
-/// This made the merge part of encoding about 2× faster than one map.
-pub struct Vocab {
-    byte: [Rank; 256],
-    pair: Box<[Rank]>,
-    small: FxHashMap<u64, Rank>,
-    short: FxHashMap<u128, Rank>,
-    long: FxHashMap<Box<[u8]>, Rank>,
-}
-
-/// An empty vocabulary (no tokens, not even the 256 bytes).
-impl Default for Vocab {
-    fn default() -> Vocab {
-        Vocab {
-            byte: [NONE; 256],
-            pair: vec![NONE; 1 << 16].into_boxed_slice(),
-            small: FxHashMap::default(),
-            short: FxHashMap::default(),
-            long: FxHashMap::default(),
-        }
-    }
-}
-
-/// Packs up to 15 bytes into a u128: the bytes little-endian, the length in
-/// the top byte (so "ab\0" and "ab" differ). Training counts chunks by it too.
-///
-/// Built from two overlapping loads instead of a byte copy (which compiles to
-/// a `memcpy` call for a variable length): this look-up runs once per chunk.
-#[inline]
-pub(crate) fn pack(b: &[u8]) -> u128 {
-    let n = b.len();
-    debug_assert!(n <= 15);
-    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap()) as u64;
-    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
-    let (lo, hi) = if n >= 8 {
-        // hi: bytes 8..n, i.e. the top n-8 bytes of the last eight.
-        let hi = if n == 8 { 0 } else { u64_at(n - 8) >> (8 * (16 - n)) };
-        (u64_at(0), hi)
-    } else if n >= 4 {
-        // Bytes 0..4 and n-4..n; where they overlap, both hold the same bytes.
-        (u32_at(0) | u32_at(n - 4) << (8 * (n - 4)), 0)
-    } else {
-        (b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64), 0)
-    };
-    (hi as u128) << 64 | lo as u128 | (n as u128) << 120
-}
-
-/// `pack` for 3..=7 bytes, as a u64: the bytes little-endian, the length in
-/// the top byte. Most look-ups are of such short strings, and a map of 16-byte
-/// entries has half the cache footprint of one with 32-byte entries.
-/// (Training counts chunks of up to 7 bytes by this layout too.)
-#[inline]
-pub(crate) fn pack_small(b: &[u8]) -> u64 {
-    let n = b.len();
-    debug_assert!((3..=7).contains(&n));
-    let u16_at = |i: usize| u16::from_le_bytes(b[i..i + 2].try_into().unwrap()) as u64;
-    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap()) as u64;
-    let lo = if n >= 4 { u32_at(0) | u32_at(n - 4) << (8 * (n - 4)) } else { u16_at(0) | (b[2] as u64) << 16 };
-    lo | (n as u64) << 56
-}
-
-/// The bytes `pack` packed.
-#[cfg(test)]
-fn unpack(key: u128) -> Vec<u8> {
-    let bytes = key.to_le_bytes();
-    bytes[..bytes[15] as usize].to_vec()
-}
-
-/// The 256 single bytes, then `extra`: the tokens of a test vocabulary
-/// (token `i` has rank `i`; see `Vocab::of`).
-#[cfg(test)]
-pub(crate) fn bytes_then<'a>(extra: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    static BYTES: [u8; 256] = {
-        let mut b = [0; 256];
-        let mut i = 0;
-        while i < 256 {
-            b[i] = i as u8;
-            i += 1;
-        }
-        b
-    };
-    BYTES.chunks(1).chain(extra.iter().copied()).collect()
-}
-
-impl Vocab {
-    fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Vocab {
-        let mut v = Vocab::default();
-        for (bytes, &r) in ranks {
-            v.insert(bytes, r);
-        }
-        v
-    }
-
-    /// Adds a token (the trainer adds each one as it learns it). Tokens are
-    /// never empty: an empty one is ignored.
-    pub fn insert(&mut self, bytes: &[u8], r: Rank) {
-        match bytes.len() {
-            0 => {}
-            1 => self.byte[bytes[0] as usize] = r,
-            2 => self.pair[(bytes[0] as usize) << 8 | bytes[1] as usize] = r,
-            3..=7 => {
-                self.small.insert(pack_small(bytes), r);
-            }
-            8..=15 => {
-                self.short.insert(pack(bytes), r);
-            }
-            _ => {
-                self.long.insert(bytes.into(), r);
-            }
-        }
-    }
-
-    /// The vocabulary where token `i` has rank `i` (for tests).
-    #[cfg(test)]
-    pub(crate) fn of<T: AsRef<[u8]>>(tokens: &[T]) -> Vocab {
-        let mut vocab = Vocab::default();
-        for (r, t) in tokens.iter().enumerate() {
-            vocab.insert(t.as_ref(), r as Rank);
-        }
-        vocab
-    }
-
-    /// The rank of `b`, or `NONE`.
-    ///
-    /// Always inlined: left to the compiler, it was a call that saved and
-    /// restored five registers, once per whole chunk and twice per merge
-    /// (inlining made encoding 4% faster on FLORES-200 with o200k, 2.5% on
-    /// English).
-    #[inline(always)]
-    pub(crate) fn get(&self, b: &[u8]) -> Rank {
-        match b.len() {
-            0 => NONE,
-            1 => self.byte[b[0] as usize],
-            2 => self.pair_rank(b[0], b[1]),
-            3..=7 => self.small.get(&pack_small(b)).copied().unwrap_or(NONE),
-            8..=15 => self.short.get(&pack(b)).copied().unwrap_or(NONE),
-            _ => self.long.get(b).copied().unwrap_or(NONE),
-        }
-    }
-
-    /// The rank of the two bytes `a`, `b`, or `NONE` (a table look-up).
-    #[inline(always)]
-    pub(crate) fn pair_rank(&self, a: u8, b: u8) -> Rank {
-        self.pair[(a as usize) << 8 | b as usize]
-    }
-
-    /// The rank of `b` if it is below `limit` (merge recovery replays BPE
-    /// with only the tokens learnt before a given one), else `NONE`.
-    #[inline]
-    fn get_below(&self, b: &[u8], limit: Rank) -> Rank {
-        let r = self.get(b);
-        if r < limit {
-            r
-        } else {
-            NONE
-        }
-    }
-}
-
 pub struct Encoder {
     /// Ordinary token bytes -> id.
     vocab: Vocab,
@@ -313,7 +128,15 @@ impl Encoder {
         specials: FxHashMap<String, Rank>,
         pattern: &str,
     ) -> Result<Self, String> {
-        let splitter = Splitter::new(pattern)?;
+        Encoder::with_splitter(ranks, specials, Splitter::new(pattern)?)
+    }
+
+    /// [`Encoder::new`] with the split pattern compiled already.
+    pub fn with_splitter(
+        ranks: FxHashMap<Vec<u8>, Rank>,
+        specials: FxHashMap<String, Rank>,
+        splitter: Splitter,
+    ) -> Result<Self, String> {
         let max_id = ranks.values().chain(specials.values()).copied().max();
         if let Some(m) = max_id.filter(|&m| m > MAX_ID) {
             return Err(format!("token id {m} is too large: ids must be at most {MAX_ID}"));
@@ -333,14 +156,14 @@ impl Encoder {
 
     /// An encoder for the ordinary tokens `tokens` (token `i` has id `i`),
     /// which `vocab` holds already, and `specials`: the trainer fills `vocab`
-    /// while it learns, so that little is left to do once it has finished.
+    /// while it learns, so that little is left to do once it has finished
+    /// (and hands over its own `splitter`, compiled once).
     pub fn from_vocab(
         vocab: Vocab,
         tokens: &[Vec<u8>],
         specials: FxHashMap<String, Rank>,
-        pattern: &str,
+        splitter: Splitter,
     ) -> Result<Self, String> {
-        let splitter = Splitter::new(pattern)?;
         debug_assert!(tokens.iter().enumerate().all(|(i, t)| vocab.get(t) == i as Rank));
         // One more than the largest id.
         let n = specials.values().map(|&id| id as usize + 1).chain([tokens.len()]).max().unwrap_or(0);
@@ -658,198 +481,11 @@ impl Decoder {
     }
 }
 
-/// The whole character or pair that may start at `chunk[i]`, if any: the
-/// encoder's start for a chunk with characters. (`chars` must not be empty.)
-#[inline(always)]
-fn whole_at(vocab: &Vocab, chars: &Chars, pairs: &Pairs, chunk: &[u8], i: usize) -> Option<(Rank, usize)> {
-    // (Bytes below 0xC2 start no character.)
-    if chunk[i] >= 0xC2 {
-        chars.whole(chunk, i)
-    } else {
-        pairs.whole(vocab, chunk, i)
-    }
-}
-
-/// The O(n²) merge for short chunks (1 to `LONG_CHUNK` bytes).
-/// Calls `emit(start, end, rank)` for each final part, left to right.
-///
-/// Everything lives in fixed arrays on the stack (no allocation per chunk),
-/// and each part carries its rank, so the result needs no final look-ups: a
-/// merged part's id is the rank of the pair that made it.
-///
-/// `start(i)` says if a part of more than one byte starts at `chunk[i]`: its
-/// rank and length (a whole character or pair, see `chars.rs` and
-/// `pairs.rs`); other parts start as single bytes. (Merge recovery starts
-/// from bytes alone: it replays BPE with only some of the tokens, for which
-/// those tables were not made.)
-fn merge_with_scan(
-    vocab: &Vocab,
-    chunk: &[u8],
-    limit: Rank,
-    start: impl Fn(usize) -> Option<(Rank, usize)>,
-    emit: &mut impl FnMut(usize, usize, Rank),
-) {
-    // Most chunks that need merging are short (12 bytes on average on FLORES):
-    // arrays sized for them are cheaper to set up than ones for LONG_CHUNK.
-    if chunk.len() <= 32 {
-        scan::<32>(vocab, chunk, limit, start, emit)
-    } else {
-        scan::<LONG_CHUNK>(vocab, chunk, limit, start, emit)
-    }
-}
-
-/// [`merge_with_scan`] for chunks of at most `N` bytes.
-///
-/// Parts are named by the offset where they start, and merged parts are not
-/// removed from the arrays: the part after a merge's right half is linked to
-/// its left half (`next`, `prev`), and the right half's pair slot becomes
-/// `NONE`, so the scan for the lowest rank skips it. An earlier version kept
-/// the parts packed, shifting three arrays left after each merge: three
-/// `memmove` calls per merge were 8% of encoding FLORES-200 with o200k.
-#[inline(always)]
-fn scan<const N: usize>(
-    vocab: &Vocab,
-    chunk: &[u8],
-    limit: Rank,
-    start: impl Fn(usize) -> Option<(Rank, usize)>,
-    emit: &mut impl FnMut(usize, usize, Rank),
-) {
-    let n = chunk.len();
-    debug_assert!((1..=N).contains(&n) && N <= LONG_CHUNK);
-    // Part i is chunk[i..next[i]] with id rank[i]; prev[i] is the start of
-    // the part before it; pair[i] is the rank of merging part i with the
-    // next part (NONE if there is no next part or i no longer starts one).
-    let mut next = [0u8; N];
-    let mut prev = [0u8; N];
-    let mut rank = [NONE; N];
-    let mut pair = [NONE; N];
-    // The parts `start` allows, and single bytes.
-    let (mut i, mut before) = (0, 0);
-    while i < n {
-        let (r, k) = start(i).unwrap_or((vocab.byte[chunk[i] as usize], 1));
-        next[i] = (i + k) as u8;
-        prev[i] = before as u8;
-        rank[i] = r;
-        before = i;
-        i += k;
-    }
-    // A pair of two bytes is in the pair table; others take a look-up.
-    let mut i = 0;
-    while (next[i] as usize) < n {
-        let j = next[i] as usize;
-        let end = next[j] as usize;
-        let r = if end == i + 2 { vocab.pair_rank(chunk[i], chunk[i + 1]) } else { vocab.get(&chunk[i..end]) };
-        pair[i] = if r < limit { r } else { NONE };
-        i = j;
-    }
-    loop {
-        // Leftmost lowest rank (strict `<` keeps the first minimum); slots in
-        // offset order are parts in text order. (A branch-free minimum over
-        // all N slots, then a search for it, measured 10% slower.)
-        let (mut best, mut i) = (NONE, 0);
-        for (k, &r) in pair[..n - 1].iter().enumerate() {
-            if r < best {
-                best = r;
-                i = k;
-            }
-        }
-        if best == NONE {
-            break;
-        }
-        // Parts i and j become part i; the part after them (if any) and the
-        // part before (if any) see a new neighbour.
-        let j = next[i] as usize;
-        let after = next[j] as usize;
-        rank[i] = best;
-        next[i] = after as u8;
-        pair[j] = NONE;
-        pair[i] = if after < n {
-            prev[after] = i as u8;
-            vocab.get_below(&chunk[i..next[after] as usize], limit)
-        } else {
-            NONE
-        };
-        if i > 0 {
-            let p = prev[i] as usize;
-            pair[p] = vocab.get_below(&chunk[p..after], limit);
-        }
-    }
-    let mut i = 0;
-    while i < n {
-        emit(i, next[i] as usize, rank[i]);
-        i = next[i] as usize;
-    }
-}
-
-/// The O(n log n) merge for long chunks: a doubly linked list of parts and a
-/// min-heap of (rank, position) with lazy deletion. Same result as the scan:
-/// the heap orders equal ranks by position, i.e. leftmost first.
-fn merge_with_heap(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &mut impl FnMut(usize, usize, Rank)) {
-    let n = chunk.len();
-    // Parts are identified by their start offset; next[i] is the start of the
-    // following part (n at the end), prev[i] the previous one.
-    let mut next: Vec<usize> = (1..=n).collect();
-    let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-    let mut alive = vec![true; n];
-    // id[i]: the id of part i; rank[i]: rank of merging part i with its next part.
-    let mut id: Vec<Rank> = chunk.iter().map(|&b| vocab.byte[b as usize]).collect();
-    let mut rank: Vec<Rank> =
-        (0..n).map(|i| if i + 2 <= n { vocab.get_below(&chunk[i..i + 2], limit) } else { NONE }).collect();
-    let mut heap: BinaryHeap<Reverse<(Rank, usize)>> = rank
-        .iter()
-        .enumerate()
-        .filter(|&(_, &r)| r != NONE)
-        .map(|(i, &r)| Reverse((r, i)))
-        .collect();
-    let pair_rank = |next: &[usize], i: usize| -> Rank {
-        let j = next[i];
-        if j >= n {
-            return NONE;
-        }
-        vocab.get_below(&chunk[i..next[j]], limit)
-    };
-    while let Some(Reverse((r, i))) = heap.pop() {
-        if !alive[i] || rank[i] != r {
-            continue; // stale
-        }
-        let j = next[i];
-        alive[j] = false;
-        id[i] = r;
-        next[i] = next[j];
-        if next[i] < n {
-            prev[next[i]] = i;
-        }
-        rank[i] = pair_rank(&next, i);
-        if rank[i] != NONE {
-            heap.push(Reverse((rank[i], i)));
-        }
-        if i > 0 {
-            let p = prev[i];
-            rank[p] = pair_rank(&next, p);
-            if rank[p] != NONE {
-                heap.push(Reverse((rank[p], p)));
-            }
-        }
-    }
-    let mut i = 0;
-    while i < n {
-        emit(i, next[i], id[i]);
-        i = next[i];
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pretokenize::GPT4_PATTERN;
-
-    fn byte_ranks(extra: &[&str]) -> FxHashMap<Vec<u8>, Rank> {
-        let mut r: FxHashMap<Vec<u8>, Rank> = (0..=255u8).map(|b| (vec![b], b as Rank)).collect();
-        for (i, t) in extra.iter().enumerate() {
-            r.insert(t.as_bytes().to_vec(), 256 + i as Rank);
-        }
-        r
-    }
+    use crate::patterns::GPT4_PATTERN;
+    use crate::vocab::byte_ranks;
 
     #[test]
     fn textbook_example() {
@@ -870,7 +506,7 @@ mod tests {
         let vocab = || Vocab::of(&tokens);
         let specials: FxHashMap<String, Rank> = [("<s>".to_string(), 261)].into_iter().collect();
         let made = Encoder::new(ranks, specials.clone(), GPT4_PATTERN).unwrap();
-        let assembled = Encoder::from_vocab(vocab(), &tokens, specials, GPT4_PATTERN).unwrap();
+        let assembled = Encoder::from_vocab(vocab(), &tokens, specials, Splitter::new(GPT4_PATTERN).unwrap()).unwrap();
         let allowed: FxHashSet<String> = ["<s>".to_string()].into_iter().collect();
         for text in ["aaabdaaabac", "aaabdaaabac!<s> aab", "x<s>"] {
             let ids = made.encode(text, &allowed).unwrap();
@@ -878,143 +514,9 @@ mod tests {
             assert_eq!(assembled.decode_bytes(&ids).unwrap(), text.as_bytes());
         }
         let taken: FxHashMap<String, Rank> = [("<s>".to_string(), 3)].into_iter().collect();
-        let err = Encoder::from_vocab(vocab(), &tokens, taken, GPT4_PATTERN).err().unwrap();
+        let err = Encoder::from_vocab(vocab(), &tokens, taken, Splitter::new(GPT4_PATTERN).unwrap()).err().unwrap();
         assert!(err.contains("already taken"), "{err}");
     }
-
-    /// The parts (start, end, id) that the scan or the heap merge makes.
-    fn parts(ranks: &FxHashMap<Vec<u8>, Rank>, s: &[u8], heap: bool) -> Vec<(usize, usize, Rank)> {
-        let vocab = Vocab::new(ranks);
-        let mut out = Vec::new();
-        let mut push = |a, b, r| out.push((a, b, r));
-        if heap {
-            merge_with_heap(&vocab, s, NONE, &mut push);
-        } else {
-            merge_with_scan(&vocab, s, NONE, |_| None, &mut push);
-        }
-        out
-    }
-
-    #[test]
-    fn pack_is_injective_and_matches_a_byte_copy() {
-        for n in 0..=15usize {
-            let b: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37).wrapping_add(200)).collect();
-            let mut a = [0u8; 16];
-            a[..n].copy_from_slice(&b);
-            a[15] = n as u8;
-            assert_eq!(pack(&b), u128::from_le_bytes(a), "length {n}");
-            assert_eq!(unpack(pack(&b)), b);
-            if (3..=7).contains(&n) {
-                assert_eq!(pack_small(&b), pack(&b) as u64 | (n as u64) << 56, "length {n}");
-            }
-        }
-    }
-
-    /// Starting from whole characters and pairs changes no result.
-    /// Vocabularies of random byte strings cut from mixed text at any offset
-    /// (so tokens cross characters' boundaries at random ranks, as " \xd0"
-    /// does in o200k), and chunks of it, also cut mid-character, with stray
-    /// bytes. Each chunk is merged from bytes, from the characters and pairs
-    /// that the encoder starts whole (as for a chunk with characters), and
-    /// from the pairs alone (as for an ASCII chunk).
-    #[test]
-    fn whole_characters_and_pairs_merge_as_bytes_would() {
-        let seed = std::cell::Cell::new(7u64);
-        let rand = |n: usize| {
-            seed.set(seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
-            (seed.get() >> 33) as usize % n
-        };
-        // Mixed text, and text mostly of ASCII letters (for pairs).
-        let mixed: Vec<&[u8]> = ["д", "а", "к", "क", "ा", "ि", "中", "α", "é", " ", "x", "."]
-            .iter()
-            .map(|c| c.as_bytes())
-            .chain([&b"\xd0"[..], b"\xb4", b"\xe0\xa4"])
-            .collect();
-        let latin: Vec<&[u8]> =
-            ["e", "n", "t", "a", "s", " ", ".", "é", "\x7f", "\u{80}"].iter().map(|c| c.as_bytes()).collect();
-        let (mut allowed, mut refused, mut inside, mut chunks) = (0, 0, 0, 0);
-        let (mut pairs_allowed, mut pairs_refused) = (0, 0);
-        for round in 0..80 {
-            let alphabet = if round % 2 == 0 { &mixed } else { &latin };
-            let text =
-                |len: usize| -> Vec<u8> { (0..len).flat_map(|_| alphabet[rand(alphabet.len())]).copied().collect() };
-            let source = text(300);
-            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-            let mut seen: FxHashSet<Vec<u8>> = tokens.iter().cloned().collect();
-            while tokens.len() < 256 + 120 {
-                let start = rand(source.len() - 1);
-                let t = source[start..(start + 2 + rand(5)).min(source.len())].to_vec();
-                if seen.insert(t.clone()) {
-                    // At a random rank, so that any token may rank below any other.
-                    tokens.insert(256 + rand(tokens.len() - 255), t);
-                }
-            }
-            let vocab = Vocab::of(&tokens);
-            let listed: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
-            let chars = Chars::new(&vocab, &listed);
-            let pairs = Pairs::new(&vocab, &listed);
-            for _ in 0..300 {
-                let whole = text(1 + rand(16));
-                let chunk = &whole[rand(2).min(whole.len() - 1)..];
-                let parts = |start: &dyn Fn(usize) -> Option<(Rank, usize)>| {
-                    let mut out = Vec::new();
-                    merge_with_scan(&vocab, chunk, NONE, start, &mut |a, b, r| out.push((a, b, r)));
-                    out
-                };
-                let from_bytes = parts(&|_| None);
-                assert_eq!(parts(&|i| pairs.whole(&vocab, chunk, i)), from_bytes, "pairs: {chunk:?}");
-                if !chars.is_empty() {
-                    let start = |i| whole_at(&vocab, &chars, &pairs, chunk, i);
-                    assert_eq!(parts(&start), from_bytes, "characters and pairs: {chunk:?}");
-                    for i in (0..chunk.len()).filter(|&i| chunk[i] >= 0xC2) {
-                        match chars.whole(chunk, i) {
-                            Some(_) if !chars.whole_by_class(chunk, i) => inside += 1,
-                            Some(_) => allowed += 1,
-                            None => refused += 1,
-                        }
-                    }
-                }
-                chunks += 1;
-                for i in (0..chunk.len()).filter(|&i| chunk[i..].len() >= 2 && vocab.get(&chunk[i..i + 2]) != NONE) {
-                    match pairs.whole(&vocab, chunk, i) {
-                        Some(_) => pairs_allowed += 1,
-                        None if chunk[i..i + 2].is_ascii() => pairs_refused += 1,
-                        None => {}
-                    }
-                }
-            }
-        }
-        // The test means something only if characters and pairs started
-        // whole (some characters by the exact bytes inside a word only), and
-        // others were refused.
-        assert!(
-            allowed > 1000 && inside > 100 && refused > 1000,
-            "{allowed} whole, {inside} whole by exact bytes, {refused} refused, in {chunks} chunks"
-        );
-        assert!(
-            pairs_allowed > 1000 && pairs_refused > 1000,
-            "{pairs_allowed} pairs whole, {pairs_refused} refused, in {chunks} chunks"
-        );
-    }
-
-    #[test]
-    fn heap_and_scan_agree() {
-        let ranks = byte_ranks(&["aa", "ab", "aaab", "ba", "bab", "aaaa", "bb", "abab"]);
-        let mut seed = 12345u64;
-        // 32 and 33: either side of the scan's two array sizes.
-        for len in [1usize, 2, 3, 5, 17, 32, 33, 64, 127, 128] {
-            for _ in 0..50 {
-                let s: Vec<u8> = (0..len)
-                    .map(|_| {
-                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                        b"ab"[(seed >> 33) as usize % 2]
-                    })
-                    .collect();
-                assert_eq!(parts(&ranks, &s, false), parts(&ranks, &s, true), "{s:?}");
-            }
-        }
-    }
-
     #[test]
     fn long_runs_are_fast() {
         let ranks = byte_ranks(&["aa", "aaaa", "aaaaaaaa"]);

@@ -1,0 +1,225 @@
+//! The encoder's bindings (`CoreBPE`): each method converts its arguments,
+//! runs the Rust encoder (without the GIL for all but short texts) and maps
+//! its errors; the lists of ids it returns are made in `lists.rs`.
+
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::errors::{check_interrupt, guard};
+use super::lists::{bytearray_of, empty_list, fill_lists, ids_of, list_of};
+use crate::batch;
+use crate::encode::Encoder;
+use crate::pieces;
+use crate::vocab::Rank;
+
+/// An encoder: vocabulary (bytes -> rank), special tokens and split pattern.
+#[pyclass(module = "bpe._core", frozen)]
+pub(super) struct CoreBPE {
+    enc: Encoder,
+    /// One Python int per id, made on first use and shared by every list we
+    /// return: a fresh int per token (an allocation, and a free when the list
+    /// dies) cost more than the encoding (see docs/performance.md, "Shared
+    /// ints"). (Python itself shares ints -5..256.)
+    ints: GILOnceCell<Box<[Py<PyAny>]>>,
+}
+
+/// Python's `allowed_special` arrives as a set of str.
+fn allowed_set(allowed: Vec<String>) -> FxHashSet<String> {
+    allowed.into_iter().collect()
+}
+
+/// Texts shorter than this are encoded without releasing the GIL.
+const GIL_RELEASE_BYTES: usize = 4096;
+
+impl CoreBPE {
+    /// The binding of an encoder built in Rust (by the trainer).
+    pub(super) fn of(enc: Encoder) -> CoreBPE {
+        CoreBPE { enc, ints: GILOnceCell::new() }
+    }
+
+    /// The shared ints, one per id (made on first use).
+    fn ints(&self, py: Python<'_>) -> PyResult<&[Py<PyAny>]> {
+        let ints = self.ints.get_or_try_init(py, || -> PyResult<_> {
+            (0..self.enc.n_vocab() as Rank).map(|i| Ok(i.into_pyobject(py)?.into_any().unbind())).collect()
+        })?;
+        Ok(ints)
+    }
+
+    /// `ids` as a Python list of the shared ints (see `lists::list_of`).
+    fn list<'py>(&self, py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyList>> {
+        list_of(py, ids, self.ints(py)?)
+    }
+
+    /// Encodes in pieces (checking for Ctrl-C between them), without the GIL
+    /// for all but short texts.
+    fn ids(&self, py: Python<'_>, text: &str, allowed: &FxHashSet<String>) -> PyResult<Vec<Rank>> {
+        let work = || guard(|| pieces::encode(&self.enc, text, allowed, check_interrupt));
+        // Releasing and re-taking the GIL costs about as much as encoding 64
+        // bytes, and no other thread could do much in the microsecond it
+        // would be free.
+        if text.len() < GIL_RELEASE_BYTES {
+            work()
+        } else {
+            py.allow_threads(work)
+        }
+    }
+}
+
+#[pymethods]
+impl CoreBPE {
+    #[new]
+    fn new(ranks: &Bound<'_, PyDict>, special_tokens: FxHashMap<String, Rank>, pattern: &str) -> PyResult<Self> {
+        let mut r: FxHashMap<Vec<u8>, Rank> = FxHashMap::default();
+        r.reserve(ranks.len());
+        for (k, v) in ranks.iter() {
+            r.insert(k.downcast::<PyBytes>()?.as_bytes().to_vec(), v.extract::<Rank>()?);
+        }
+        Ok(CoreBPE { enc: guard(|| Encoder::new(r, special_tokens, pattern))?, ints: GILOnceCell::new() })
+    }
+
+    fn encode_ordinary<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.ids(py, text, &FxHashSet::default())?;
+        self.list(py, &ids)
+    }
+
+    fn encode<'py>(&self, py: Python<'py>, text: &str, allowed_special: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.ids(py, text, &allowed_set(allowed_special))?;
+        self.list(py, &ids)
+    }
+
+    /// The default policy of `Tokenizer.encode` in one call: the ids of
+    /// `text` encoded as ordinary text, or, if it holds any special token,
+    /// that token's text (a `str`, for Python to raise its error). One call
+    /// instead of a search and an encode halves the cost for short strings.
+    fn encode_unless_special(&self, py: Python<'_>, text: &str) -> PyResult<PyObject> {
+        if let Some(found) = self.enc.find_any_special(text) {
+            return Ok(found.into_pyobject(py)?.into_any().unbind());
+        }
+        let ids = self.ids(py, text, &FxHashSet::default())?;
+        Ok(self.list(py, &ids)?.into_any().unbind())
+    }
+
+    /// `encode` as little-endian u32 bytes, for `numpy.frombuffer`: no Python
+    /// list at all (for datasets: 4 bytes per token).
+    fn encode_u32<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        allowed_special: Vec<String>,
+    ) -> PyResult<Bound<'py, PyByteArray>> {
+        let ids = self.ids(py, text, &allowed_set(allowed_special))?;
+        bytearray_of(py, &ids)
+    }
+
+    /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
+    /// If a text holds one of `disallowed`, encodes nothing and returns
+    /// `(index of the first such text, the token)` for Python to raise its
+    /// error; else the lists of ids.
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed_special: Vec<String>,
+        disallowed_special: Vec<String>,
+        num_threads: usize,
+    ) -> PyResult<PyObject> {
+        use rayon::prelude::*;
+        // Each text's UTF-8 as Python keeps it (cached in the str object),
+        // borrowed, not copied: `texts` keeps the objects alive until this
+        // call returns.
+        let texts: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
+        let allowed = allowed_set(allowed_special);
+        let pool = guard(|| batch::thread_pool(num_threads))?;
+        if !disallowed_special.is_empty() {
+            // One parallel pass over the batch (memmem runs at GB/s), not a
+            // call per text from Python.
+            let found = py.allow_threads(|| {
+                guard(|| {
+                    Ok(pool.install(|| {
+                        texts.par_iter().enumerate().find_map_first(|(k, t)| {
+                            self.enc.find_special(t, &disallowed_special).map(|s| (k, s.to_string()))
+                        })
+                    }))
+                })
+            })?;
+            if let Some(found) = found {
+                return Ok(found.into_pyobject(py)?.into_any().unbind());
+            }
+        }
+        // Encoded without the GIL by this thread and `threads - 1` pool
+        // threads (`batch::run_batch`); this thread first makes the batch's
+        // lists, empty, so that the collection of young objects they may set
+        // off overlaps the other threads' encoding, and checks for Ctrl-C
+        // between its runs. Then the lists are filled (`lists::fill_lists`).
+        // See docs/performance.md, "encode_batch".
+        let threads = pool.current_num_threads();
+        let workers = if threads > 1 { Some(guard(|| batch::thread_pool(threads - 1))?) } else { None };
+        let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), threads);
+        let (texts, allowed, runs) = (&texts, &allowed, &runs);
+        let (ids, lists) = py.allow_threads(|| -> PyResult<_> {
+            let mut lists = Vec::new();
+            let ids = batch::run_batch(
+                runs.len(),
+                workers.as_deref(),
+                || {
+                    lists = Python::with_gil(|py| (0..texts.len()).map(|_| empty_list(py)).collect::<PyResult<_>>())?;
+                    Ok(())
+                },
+                || Python::with_gil(|py| py.check_signals()),
+                // (The memo's type is not written: `&mut Memo<'_>` would make
+                // the closure accept memos of any lifetime, which the borrowed
+                // texts cannot outlive.)
+                |k, memo| guard(|| self.enc.encode_each(&texts[runs[k].clone()], allowed, memo)),
+            )?;
+            Ok((ids.into_iter().flatten().collect::<Vec<Vec<Rank>>>(), lists))
+        })?;
+        fill_lists(py, &lists, &ids, self.ints(py)?, &pool)?;
+        // The lists stay untracked (see `lists::untracked`).
+        Ok(PyList::new(py, &lists)?.into_any().unbind())
+    }
+
+    /// The first of `tokens` found in `text` (leftmost), or None.
+    fn find_special(&self, py: Python<'_>, text: &str, tokens: Vec<String>) -> PyResult<Option<String>> {
+        py.allow_threads(|| guard(|| Ok(self.enc.find_special(text, &tokens).map(String::from))))
+    }
+
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let ids = ids_of(ids)?;
+        let bytes = py.allow_threads(|| {
+            guard(|| {
+                self.enc.decode_bytes(&ids).map_err(|id| {
+                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab().saturating_sub(1))
+                })
+            })
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The merges of this vocabulary, recovered from its ranks: `(left, right,
+    /// rank)` triples in rank order. Raises ValueError naming the first token
+    /// that is not the merge of two lower-ranked tokens.
+    fn recover_merges(&self, py: Python<'_>) -> PyResult<Vec<(Rank, Rank, Rank)>> {
+        py.allow_threads(|| {
+            guard(|| {
+                self.enc.recover_merges().map_err(|rank| {
+                    format!(
+                        "token {rank} ({:?}) is not the merge of two tokens of lower rank, so this \
+                         vocabulary has no merge list",
+                        String::from_utf8_lossy(self.enc.token_bytes(rank).unwrap_or_default())
+                    )
+                })
+            })
+        })
+    }
+
+    fn token_bytes<'py>(&self, py: Python<'py>, id: Rank) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = guard(|| {
+            self.enc.token_bytes(id).map(<[u8]>::to_vec).ok_or_else(|| {
+                format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab().saturating_sub(1))
+            })
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+}

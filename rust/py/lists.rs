@@ -1,0 +1,275 @@
+//! Python lists (and a bytearray) of ids, written directly: the only unsafe
+//! code of the bindings, with its safety argument here in one place.
+//!
+//! **Why:** returned lists of ids are most of the cost of encoding from
+//! Python. Each list names the shared ints of `CoreBPE` (one per id), is made
+//! empty, given room for its items, and written by the threads that encoded
+//! its ids, which also count how often they name each id; the references are
+//! then counted once per id, not once per item (see docs/performance.md,
+//! "Lists of ids").
+//!
+//! **Safety.** A list from [`empty_list`] is ours alone until we return it:
+//! new, untracked by the garbage collector (see [`untracked`]), known to no
+//! other code, and of length 0 until [`set_len`]. So its item array may be
+//! written without the GIL, by one thread per list ([`Items`]), and it can be
+//! freed at any point before `set_len` (it then holds nothing). The ints it
+//! names cannot die meanwhile: `CoreBPE::ints` holds a reference to each,
+//! and every item written becomes a counted reference before `set_len`
+//! ([`write_counted_items`], or [`write_items`] and [`count_references`]).
+
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyList};
+
+use super::errors::guard;
+use crate::batch::shares;
+use crate::vocab::Rank;
+
+/// `ids` as a Python list of the shared `ints` (one per id), untracked (see
+/// [`untracked`]).
+///
+/// Made as [`fill_lists`] makes a batch's lists (`give_room`, then the
+/// items, and past one id per vocabulary entry, the references counted from
+/// a tally), not with `PyList::new`, which raised each int's count once per
+/// item (see docs/performance.md, "Lists of ids").
+pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) -> PyResult<Bound<'py, PyList>> {
+    let list = empty_list(py)?;
+    let items = give_room(&list, ids.len())?;
+    if ids.len() < ints.len() {
+        // (Fewer ids than the vocabulary has: zeroing and reading the
+        // tally would cost more than it saves.)
+        // SAFETY: the list has room for ids.len() items.
+        unsafe { write_counted_items(py, &items, ids, ints) };
+    } else {
+        let mut tally = vec![0usize; ints.len()];
+        // SAFETY: the list has room for ids.len() items.
+        unsafe { write_items(&items, ids, ints, &mut tally) };
+        count_references(py, ints, &tally);
+    }
+    // SAFETY: the GIL is held; every item is written and counted.
+    unsafe { set_len(&list, ids.len()) };
+    Ok(list.into_bound(py))
+}
+
+/// Gives each of `lists` (new, from [`empty_list`]) the items `ids` name:
+/// room for them with the GIL (held here), then the items written by the
+/// threads of `pool` without it, each writing about as many ids, then with
+/// the GIL each shared int's reference count raised by the threads' tallies
+/// (once per id, not once per item), and the lengths set.
+pub(super) fn fill_lists(
+    py: Python<'_>,
+    lists: &[Py<PyList>],
+    ids: &[Vec<Rank>],
+    ints: &[Py<PyAny>],
+    pool: &rayon::ThreadPool,
+) -> PyResult<()> {
+    let items = lists.iter().zip(ids).map(|(l, v)| give_room(l, v.len())).collect::<PyResult<Vec<_>>>()?;
+    let n_ids: usize = ids.iter().map(Vec::len).sum();
+    if n_ids < ints.len() {
+        // Fewer ids than the vocabulary has: the tallies (a counter per
+        // id and thread, zeroed, then read) would cost more than the
+        // items, which are written here, a reference counted for each.
+        for (v, items) in ids.iter().zip(&items) {
+            // SAFETY: the list has room for v.len() items.
+            unsafe { write_counted_items(py, items, v, ints) };
+        }
+    } else {
+        let shares = shares(ids, pool.current_num_threads());
+        let (items, shares) = (&items, &shares);
+        let tallies = py.allow_threads(|| {
+            guard(|| {
+                Ok(pool.broadcast(|ctx| {
+                    // usize: a u32 could wrap on a batch of 4G tokens, and
+                    // a count too low frees an int still in use.
+                    let mut tally = vec![0usize; ints.len()];
+                    for d in shares[ctx.index()].clone() {
+                        // SAFETY: list d has room for ids[d].len()
+                        // items, written here by this thread alone.
+                        unsafe { write_items(&items[d], &ids[d], ints, &mut tally) };
+                    }
+                    tally
+                }))
+            })
+        })?;
+        // (A panic part way leaves lists of length 0: freed as they are.)
+        for tally in &tallies {
+            count_references(py, ints, tally);
+        }
+    }
+    // The lengths, now that every item is written and counted.
+    for (list, v) in lists.iter().zip(ids) {
+        // SAFETY: the GIL is held; every item is written and counted.
+        unsafe { set_len(list, v.len()) };
+    }
+    Ok(())
+}
+
+/// `ids` as little-endian u32 bytes in a new bytearray, for
+/// `numpy.frombuffer`. Made uninitialised and written once, from `ids`:
+/// `PyByteArray::new` would take the bytes from a second buffer, and
+/// `new_with` would zero them first, each pass over fresh memory costing its
+/// page faults.
+pub(super) fn bytearray_of<'py>(py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyByteArray>> {
+    let n = ids.len() * 4;
+    // SAFETY: a NULL source asks for an uninitialised array of n bytes;
+    // the result is a new reference, or NULL with an exception set.
+    let p = unsafe { pyo3::ffi::PyByteArray_FromStringAndSize(std::ptr::null(), n as pyo3::ffi::Py_ssize_t) };
+    if p.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: p is a new bytearray.
+    let array = unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked::<PyByteArray>() };
+    // SAFETY: the array's n bytes, ours alone until it is returned.
+    let out = unsafe { std::slice::from_raw_parts_mut(pyo3::ffi::PyByteArray_AsString(p).cast::<u8>(), n) };
+    for (o, id) in out.chunks_exact_mut(4).zip(ids) {
+        o.copy_from_slice(&id.to_le_bytes());
+    }
+    Ok(array)
+}
+
+/// Token ids from Python. A list (what `encode` returns) is read item by
+/// item through borrowed references: pyo3's generic `Vec<u32>` extraction
+/// iterates it (a new reference, so a reference-count write, per item,
+/// which cost more than the look-ups: docs/performance.md, "Reading ids").
+/// Anything else goes through the generic path. Errors are pyo3's (OverflowError for a
+/// negative or too large int, TypeError for a non-int); Python names the id.
+pub(super) fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
+    let Ok(list) = ids.downcast::<PyList>() else { return ids.extract() };
+    let n = list.len();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: i < n = the list's length, and the GIL is held with no
+        // Python code running in between, so the list cannot change under us;
+        // the item is borrowed from the list, which outlives this loop.
+        let item = unsafe { pyo3::ffi::PyList_GetItem(list.as_ptr(), i as pyo3::ffi::Py_ssize_t) };
+        if item.is_null() {
+            return Err(PyErr::fetch(ids.py()));
+        }
+        // PyLong_AsLong (not AsUnsignedLong) accepts what `__index__` accepts
+        // (numpy ints), as the generic path does.
+        let v = unsafe { pyo3::ffi::PyLong_AsLong(item) };
+        if v == -1 {
+            if let Some(e) = PyErr::take(ids.py()) {
+                return Err(e);
+            }
+        }
+        out.push(Rank::try_from(v).map_err(|e| pyo3::exceptions::PyOverflowError::new_err(e.to_string()))?);
+    }
+    Ok(out)
+}
+
+/// `list`, hidden from Python's cyclic garbage collector, for good: every
+/// list of ids this module returns (`encode*`, `encode_batch`) is untracked.
+///
+/// Why: every tracked list is traversed, item by item, by the collections
+/// it lives through, and a caller that keeps its results (`ids = encode(...)`
+/// in a loop keeps the last result alive during the next call; a pipeline
+/// gathering ids keeps them all) has the collector read every id again and
+/// again; a thousand new lists set off a collection of young objects, so
+/// `encode_batch` paid for it (docs/performance.md, "Untracked lists").
+/// A list of ints can be part of no cycle, so the collector has nothing to
+/// find in it. CPython untracks its tuples and dicts of atomic items for the
+/// same reason; it cannot do it for lists, which may later get anything.
+///
+/// The price: a cycle that a caller makes *through* one of these lists (by
+/// putting into it an object that refers back to it) is not collected; the
+/// list and what it holds are then freed only by reference counting, so
+/// never. Nothing is freed early: the collector counts references from
+/// untracked objects as references from outside, which keep objects alive.
+/// `list(ids)` gives an ordinary tracked copy.
+fn untracked(list: Bound<'_, PyList>) -> Py<PyList> {
+    // SAFETY: the list is new and tracked (`PyList_New` tracks it); an
+    // untracked list is valid (list_dealloc untracks only what is tracked).
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
+    list.unbind()
+}
+
+/// A new empty list for `encode_batch`, hidden from the garbage collector
+/// (see `untracked`). Then `give_room` makes room for its items, the caller
+/// writes them, and `set_len` gives it its length; until then it holds
+/// nothing, so it can be freed at any point.
+pub(super) fn empty_list(py: Python<'_>) -> PyResult<Py<PyList>> {
+    // SAFETY: PyList_New returns a new reference or NULL with an exception set.
+    let p = unsafe { pyo3::ffi::PyList_New(0) };
+    if p.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(untracked(unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked() }))
+}
+
+/// Room for `n` items in a list from `empty_list`, not initialised: the
+/// threads that write the items also take the page faults of fresh memory,
+/// where `PyList_New(n)` would zero it all on the calling thread first
+/// (calloc). Needs the GIL (PyMem_Malloc); returns where the
+/// items go.
+fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
+    if n == 0 {
+        return Ok(Items(std::ptr::null_mut()));
+    }
+    // SAFETY: the GIL is held by the caller; the array comes from
+    // PyMem_Malloc, as list_dealloc frees it with PyMem_Free; the list is
+    // empty, so nothing of its own is replaced; its length stays 0.
+    unsafe {
+        let items = pyo3::ffi::PyMem_Malloc(n * std::mem::size_of::<*mut pyo3::ffi::PyObject>());
+        if items.is_null() {
+            return Err(pyo3::exceptions::PyMemoryError::new_err(format!("no memory for a list of {n} ids")));
+        }
+        let l = list.as_ptr().cast::<pyo3::ffi::PyListObject>();
+        (*l).ob_item = items.cast();
+        (*l).allocated = n as pyo3::ffi::Py_ssize_t;
+        Ok(Items(items.cast()))
+    }
+}
+
+/// Writes `ids` as items, pointers to the shared ints, and counts in `tally`
+/// how often each id is named. Needs no GIL: the references are counted
+/// after, with it (`count_references`).
+///
+/// SAFETY: `items` has room for `ids.len()` items (`give_room`), which no
+/// other thread writes meanwhile.
+unsafe fn write_items(items: &Items, ids: &[Rank], ints: &[Py<PyAny>], tally: &mut [usize]) {
+    for (i, &id) in ids.iter().enumerate() {
+        *items.0.add(i) = ints[id as usize].as_ptr();
+        tally[id as usize] += 1;
+    }
+}
+
+/// Writes `ids` as items, pointers to the shared ints, each a reference
+/// counted as it is written (with the GIL, for lists too short for a tally).
+///
+/// SAFETY: `items` has room for `ids.len()` items (`give_room`).
+unsafe fn write_counted_items(py: Python<'_>, items: &Items, ids: &[Rank], ints: &[Py<PyAny>]) {
+    for (i, &id) in ids.iter().enumerate() {
+        *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr();
+    }
+}
+
+/// Raises each shared int's reference count by its tally: one reference for
+/// each item `write_items` wrote that names it.
+fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
+    for (int, &n) in ints.iter().zip(tally) {
+        let p = int.as_ptr();
+        for _ in 0..n {
+            // SAFETY: the GIL is held (`Python`). (A loop, not one
+            // addition: Python 3.12's immortal small ints must not have
+            // their count changed, which Py_INCREF knows; the compiler keeps
+            // the count in a register, so the loop costs about what one
+            // addition would.)
+            unsafe { pyo3::ffi::Py_INCREF(p) };
+        }
+    }
+}
+
+/// Gives a list its `n` items, once they are written and counted.
+///
+/// SAFETY: the GIL is held, the list has room for `n` items (`give_room`),
+/// and its first `n` items are written, each a counted reference.
+unsafe fn set_len(list: &Py<PyList>, n: usize) {
+    (*list.as_ptr().cast::<pyo3::ffi::PyVarObject>()).ob_size = n as pyo3::ffi::Py_ssize_t;
+}
+
+/// A list's item array, written by one pool thread while the GIL is free.
+struct Items(*mut *mut pyo3::ffi::PyObject);
+// SAFETY: each array is written by one thread only, and read by Python only
+// after the threads are done (see `fill_lists` and the module's doc).
+unsafe impl Send for Items {}
+unsafe impl Sync for Items {}

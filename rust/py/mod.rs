@@ -1,0 +1,91 @@
+//! Python bindings (the `bpe._core` module): type conversion, GIL release,
+//! progress bars and error mapping only. The algorithms live in the other
+//! files; each binding converts its arguments, runs a Python-free call
+//! (without the GIL where it may take long) and maps its errors (`errors.rs`).
+//!
+//! In the order they build on each other: `errors.rs` (panics and errors to
+//! Python exceptions), `lists.rs` (lists of ids written directly: all the
+//! unsafe code), `encoder.rs` (`CoreBPE`), `trainer.rs` (`Trainer`), and
+//! here the module itself, with `Pretokenizer` and two functions.
+
+use pyo3::prelude::*;
+
+use crate::pretokenize::Splitter;
+
+mod errors;
+mod lists;
+mod encoder;
+mod trainer;
+
+use encoder::CoreBPE;
+use errors::guard;
+use trainer::Trainer;
+
+/// Splits text with a pattern: `regex.findall`, in Rust.
+#[pyclass(module = "bpe._core", frozen)]
+struct Pretokenizer {
+    splitter: Splitter,
+}
+
+#[pymethods]
+impl Pretokenizer {
+    #[new]
+    fn new(pattern: &str) -> PyResult<Self> {
+        Ok(Pretokenizer { splitter: guard(|| Splitter::new(pattern))? })
+    }
+
+    fn findall(&self, py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
+        py.allow_threads(|| {
+            guard(|| Ok(self.splitter.findall(text)?.into_iter().map(String::from).collect()))
+        })
+    }
+}
+
+/// The last safe cut point in `data` (see `pretokenize.rs`), or None: where
+/// a block of a streamed file may end without changing any built-in pattern's
+/// chunks. Used by the dataset writer, which streams files in blocks too.
+#[pyfunction]
+fn last_safe_cut(data: &[u8]) -> Option<usize> {
+    crate::pretokenize::last_safe_cut(data)
+}
+
+/// Deliberately panics inside the core, to test that a panic surfaces as a
+/// Python exception (tests only): in this thread, or with `threads` > 0 in
+/// worker threads of a rayon pool with the GIL released, as the real entry
+/// points run.
+#[pyfunction]
+#[pyo3(signature = (threads=0))]
+fn _panic_for_tests(py: Python<'_>, threads: usize) -> PyResult<()> {
+    if threads == 0 {
+        return guard(|| -> Result<(), String> { panic!("provoked panic") });
+    }
+    py.allow_threads(|| {
+        guard(|| {
+            use rayon::prelude::*;
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
+            pool.install(|| {
+                (0..threads * 4).into_par_iter().for_each(|i| {
+                    if i == threads * 2 {
+                        panic!("provoked panic in a worker thread")
+                    }
+                })
+            });
+            Ok(())
+        })
+    })
+}
+
+#[pymodule]
+#[pyo3(name = "_core")]
+fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("GPT2_PATTERN", crate::patterns::GPT2_PATTERN)?;
+    m.add("GPT4_PATTERN", crate::patterns::GPT4_PATTERN)?;
+    m.add("GPT4O_PATTERN", crate::patterns::GPT4O_PATTERN)?;
+    m.add("MAX_ID", crate::vocab::MAX_ID)?;
+    m.add_class::<Pretokenizer>()?;
+    m.add_class::<Trainer>()?;
+    m.add_class::<CoreBPE>()?;
+    m.add_function(wrap_pyfunction!(last_safe_cut, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    Ok(())
+}

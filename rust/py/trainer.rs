@@ -1,0 +1,266 @@
+//! The trainer's bindings: counting texts and files, and learning merges
+//! while this thread makes the Python tokenizer's state from them.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use rustc_hash::FxHashMap;
+
+use super::encoder::CoreBPE;
+use super::errors::{check_interrupt, guard, INTERRUPTED};
+use crate::encode::Encoder;
+use crate::pieces;
+use crate::pretokenize::Splitter;
+use crate::train::{self, ChunkCounts};
+use crate::vocab::Rank;
+
+/// Texts are counted in groups of about this many bytes, with a check for
+/// Ctrl-C between groups.
+const GROUP_BYTES: usize = 8 << 20;
+
+/// A progress bar on stderr, or a hidden one when `show` is false. indicatif
+/// also hides it by itself when stderr is not a terminal.
+fn bar(show: bool, len: Option<u64>, template: &str, msg: &str) -> ProgressBar {
+    let pb = match len {
+        Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr()),
+        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+    };
+    if !show {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb.set_style(ProgressStyle::with_template(template).unwrap());
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+/// Accumulates chunk counts from texts and files, then learns merges.
+#[pyclass(module = "bpe._core")]
+pub(super) struct Trainer {
+    splitter: Splitter,
+    counts: ChunkCounts,
+    /// Every ordinary token's bytes, by id, once `train` has run.
+    tokens: Vec<Vec<u8>>,
+    /// The encoder `train` built, and the special tokens it was given (see
+    /// `encoder`).
+    built: Option<(FxHashMap<String, Rank>, Encoder)>,
+}
+
+/// What `Trainer::train` makes from the merges as they come: the Python
+/// dicts' entries, and the tokens and the encoder's vocabulary in Rust.
+struct Made<'py> {
+    /// Every ordinary token's bytes, by id.
+    tokens: Vec<Vec<u8>>,
+    /// One Python int per id, shared by every key and value of the dicts.
+    ints: Vec<Bound<'py, PyAny>>,
+    encoder_vocab: crate::vocab::Vocab,
+}
+
+impl<'py> Made<'py> {
+    /// The 256 byte tokens, in `vocab` too.
+    fn new(py: Python<'py>, vocab: &Bound<'py, PyDict>) -> PyResult<Self> {
+        let mut made = Made { tokens: Vec::new(), ints: Vec::new(), encoder_vocab: Default::default() };
+        for b in 0..=255u8 {
+            made.token(py, vocab, vec![b])?;
+        }
+        Ok(made)
+    }
+
+    /// A new token: the next id.
+    fn token(&mut self, py: Python<'py>, vocab: &Bound<'py, PyDict>, bytes: Vec<u8>) -> PyResult<()> {
+        let id = self.tokens.len() as Rank;
+        let int = id.into_pyobject(py)?.into_any();
+        vocab.set_item(&int, PyBytes::new(py, &bytes))?;
+        self.encoder_vocab.insert(&bytes, id);
+        self.ints.push(int);
+        self.tokens.push(bytes);
+        Ok(())
+    }
+
+    /// `merges` in `pairs`, and the tokens they make in `vocab` (a merge
+    /// whose bytes are a token already reuses its id: see `train.rs`).
+    fn add(
+        &mut self,
+        py: Python<'py>,
+        pairs: &Bound<'py, PyDict>,
+        vocab: &Bound<'py, PyDict>,
+        merges: &[train::Merge],
+    ) -> PyResult<()> {
+        for m in merges {
+            if m.new as usize == self.tokens.len() {
+                let bytes = [&self.tokens[m.left as usize][..], &self.tokens[m.right as usize][..]].concat();
+                self.token(py, vocab, bytes)?;
+            }
+            let key = PyTuple::new(py, [&self.ints[m.left as usize], &self.ints[m.right as usize]])?;
+            pairs.set_item(key, &self.ints[m.new as usize])?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Trainer {
+    #[new]
+    fn new(pattern: &str) -> PyResult<Self> {
+        let splitter = guard(|| Splitter::new(pattern))?;
+        Ok(Trainer { splitter, counts: ChunkCounts::default(), tokens: Vec::new(), built: None })
+    }
+
+    /// Counts a batch of documents (each str is one document), all cores, GIL released.
+    fn feed_texts(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
+        let splitter = &self.splitter;
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
+            let _free = crate::ReturnFreedMemory::new();
+            guard(|| {
+                let docs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let batch = pieces::count_documents_interruptibly(splitter, &docs, GROUP_BYTES, check_interrupt)?;
+                *counts = train::merge_counts(std::mem::take(counts), batch);
+                Ok(())
+            })
+        })
+    }
+
+    /// Streams UTF-8 files and counts their chunks, with a progress bar.
+    fn feed_files(&mut self, py: Python<'_>, paths: Vec<PathBuf>, progress: bool) -> PyResult<()> {
+        let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let splitter = &self.splitter;
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
+            let _free = crate::ReturnFreedMemory::new();
+            guard(|| {
+                let pb = bar(
+                    progress,
+                    Some(total),
+                    "{msg:>10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                    "counting",
+                );
+                let batch = train::count_files(splitter, &paths, |n| {
+                    pb.inc(n);
+                    check_interrupt()
+                })?;
+                pb.finish_and_clear();
+                *counts = train::merge_counts(std::mem::take(counts), batch);
+                Ok(())
+            })
+        })
+    }
+
+    /// Number of distinct chunks counted so far.
+    fn n_chunks(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Learns merges up to `target` ordinary tokens; the counts are consumed.
+    /// Returns the tokenizer's Python state, `(merges, vocab)`: the merges as
+    /// `{(left, right): new}` in learning order, and `{id: bytes}` for the 256
+    /// bytes and every new token, which Python would otherwise rebuild by
+    /// replaying the merges (a third of a small training's time).
+    ///
+    /// Both dicts are made here, with one int object per id shared by all
+    /// their keys and values (fewer objects for the garbage collector to
+    /// traverse than lists of merges and tokens for Python's `dict()`).
+    ///
+    /// The merge loop runs on one core, so it runs in a thread of its own,
+    /// and this thread (which holds the GIL) makes the dicts from its merges
+    /// in batches as they come, with the encoder's vocabulary for
+    /// `specials`, the special tokens the tokenizer will have (at the ids
+    /// after the ordinary ones; `encoder` hands that encoder over). That is
+    /// faster than making them after the loop, at the price of memory: the
+    /// dicts grow while the merge loop still holds its own (see
+    /// docs/performance.md, "Training from Python").
+    #[pyo3(signature = (target, progress, specials = Vec::new()))]
+    fn train<'py>(
+        &mut self,
+        py: Python<'py>,
+        target: usize,
+        progress: bool,
+        specials: Vec<String>,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let counts = std::mem::take(&mut self.counts);
+        let (pairs, vocab) = (PyDict::new(py), PyDict::new(py));
+        let mut made = Made::new(py, &vocab)?;
+        // Merges go over in batches: a send per merge would cost the loop more.
+        const BATCH: usize = 512;
+        let (send, batches) = std::sync::mpsc::channel::<Vec<train::Merge>>();
+        let batches = Mutex::new(batches); // (a `Receiver` cannot be shared with `allow_threads` as it is)
+        let stop = AtomicBool::new(false); // Ctrl-C, or an error here
+        let learnt = std::thread::scope(|scope| -> PyResult<()> {
+            let learner = scope.spawn(|| {
+                let _free = crate::ReturnFreedMemory::new();
+                let pb = bar(
+                    progress,
+                    Some(target.saturating_sub(256) as u64),
+                    "{msg:>10} [{bar:30}] {pos}/{len} merges {per_sec} eta {eta}",
+                    "merging",
+                );
+                let learnt = train::learn_merges_in_batches(
+                    counts,
+                    target,
+                    BATCH,
+                    |size| pb.set_position((size - 256) as u64),
+                    |batch| _ = send.send(batch),
+                    || if stop.load(Ordering::Relaxed) { Err(INTERRUPTED.to_string()) } else { Ok(()) },
+                );
+                drop(send); // after the last batch: this thread's loop below ends
+                pb.finish_and_clear();
+                learnt
+            });
+            // Each wait ends at least every 50 ms to check for Ctrl-C (early
+            // merges of a large corpus can each rewrite a million words).
+            let mut make_all = || -> PyResult<()> {
+                loop {
+                    let wait = Duration::from_millis(50);
+                    match py.allow_threads(|| batches.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(wait)) {
+                        Ok(batch) => made.add(py, &pairs, &vocab, &batch)?,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                    }
+                    py.check_signals()?;
+                }
+            };
+            let made_all = make_all();
+            if made_all.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            let learnt = py.allow_threads(|| learner.join());
+            // An error here comes first (Ctrl-C stops the loop with its own).
+            made_all?;
+            guard(|| learnt.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+        learnt?;
+        let special_ids: FxHashMap<String, Rank> =
+            specials.into_iter().enumerate().map(|(i, s)| (s, (made.tokens.len() + i) as Rank)).collect();
+        let (tokens, splitter) = (made.tokens, self.splitter.clone());
+        let enc = guard(|| Encoder::from_vocab(made.encoder_vocab, &tokens, special_ids.clone(), splitter))?;
+        self.tokens = tokens;
+        self.built = Some((special_ids, enc));
+        Ok((pairs, vocab))
+    }
+
+    /// The encoder for the vocabulary `train` learnt, built from the tokens
+    /// held here (not from a Python dict of bytes -> id, made and converted
+    /// back): the one `train` started if it was given these special tokens,
+    /// else a new one.
+    fn encoder(&mut self, py: Python<'_>, special_tokens: FxHashMap<String, Rank>) -> PyResult<CoreBPE> {
+        let enc = match self.built.take() {
+            Some((specials, enc)) if specials == special_tokens => enc,
+            _ => {
+                let (tokens, splitter) = (&self.tokens, self.splitter.clone());
+                py.allow_threads(|| guard(|| encoder_of(tokens, special_tokens, splitter)))?
+            }
+        };
+        Ok(CoreBPE::of(enc))
+    }
+}
+
+/// An encoder for ordinary tokens `tokens` (id = index) and `specials`.
+fn encoder_of(tokens: &[Vec<u8>], specials: FxHashMap<String, Rank>, splitter: Splitter) -> Result<Encoder, String> {
+    let ranks = tokens.iter().enumerate().map(|(id, b)| (b.clone(), id as Rank)).collect();
+    Encoder::with_splitter(ranks, specials, splitter)
+}

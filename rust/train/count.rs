@@ -1,0 +1,577 @@
+//! Counting: every document is pre-tokenized and each distinct chunk counted,
+//! from strings in memory or streamed from files (see `train/mod.rs`).
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use crate::pretokenize::{last_safe_cut, segments, Splitter};
+use crate::vocab::{pack, pack_small};
+
+/// Segment size for parallel counting: big enough to amortise scheduling,
+/// small enough to keep both cores busy on a few-MB text.
+const SEGMENT_BYTES: usize = 1 << 20;
+
+/// Distinct chunk bytes -> how often it occurred. Counts are 64-bit: a large
+/// corpus overflows 32 bits (a known bug of other trainers).
+///
+/// Laid out for counting speed and memory: chunks of up to 15 bytes (nearly
+/// all of them) are packed into 16 bytes (see `encode::pack`), so counting
+/// one costs a multiply-hash and one probe with the key inline, and no
+/// allocation when it is new; longer chunks keep a byte-string key. The key
+/// is two `u64` halves, not a `u128`, whose alignment to 16 would pad each
+/// bucket from 24 to 32 bytes. Chunks of up to 7 bytes (most English words
+/// with their space) have a map of their own with a `u64` key: 16 bytes a
+/// bucket. The merge loop reads this layout directly, with no conversion.
+/// (Measurements: docs/performance.md, "Chunk counts".)
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChunkCounts {
+    tiny: FxHashMap<u64, u64>,
+    short: FxHashMap<Packed, u64>,
+    long: FxHashMap<Vec<u8>, u64>,
+}
+
+/// Packs up to 7 bytes into a u64: the bytes little-endian, the length in
+/// the top byte (so "ab\0" and "ab" differ). The encoder's `pack_small`
+/// layout, extended to 0..=2 bytes.
+#[inline]
+fn pack_tiny(b: &[u8]) -> u64 {
+    let n = b.len();
+    debug_assert!(n <= 7);
+    if n >= 3 {
+        return pack_small(b);
+    }
+    b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64) | (n as u64) << 56
+}
+
+/// The bytes of a tiny chunk: its 8 bytes, of which the first `bytes[7]` count.
+fn tiny_bytes(key: u64) -> [u8; 8] {
+    key.to_le_bytes()
+}
+
+/// A chunk of up to 15 bytes as `encode::pack` packs it, in (low, high) halves.
+type Packed = (u64, u64);
+// The layout the comment above promises.
+const _: () = assert!(std::mem::size_of::<(Packed, u64)>() == 24);
+
+fn split(key: u128) -> Packed {
+    (key as u64, (key >> 64) as u64)
+}
+
+/// The bytes of a packed chunk: its 16 bytes, of which the first `bytes[15]` count.
+fn packed_bytes((lo, hi): Packed) -> [u8; 16] {
+    (u128::from(lo) | u128::from(hi) << 64).to_le_bytes()
+}
+
+impl ChunkCounts {
+    /// Adds `n` occurrences of `chunk`.
+    pub fn add(&mut self, chunk: &[u8], n: u64) {
+        if chunk.len() <= 7 {
+            *self.tiny.entry(pack_tiny(chunk)).or_insert(0) += n;
+        } else if chunk.len() <= 15 {
+            *self.short.entry(split(pack(chunk))).or_insert(0) += n;
+        } else if let Some(c) = self.long.get_mut(chunk) {
+            // Looked up by slice first: a key is allocated only for new chunks.
+            *c += n;
+        } else {
+            self.long.insert(chunk.to_vec(), n);
+        }
+    }
+
+    /// The number of distinct chunks.
+    pub fn len(&self) -> usize {
+        self.tiny.len() + self.short.len() + self.long.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Calls `f` with each distinct chunk and its count (in no set order).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
+        for (&k, &n) in &self.tiny {
+            let bytes = tiny_bytes(k);
+            f(&bytes[..bytes[7] as usize], n);
+        }
+        for (&k, &n) in &self.short {
+            let bytes = packed_bytes(k);
+            f(&bytes[..bytes[15] as usize], n);
+        }
+        for (k, &n) in &self.long {
+            f(k, n);
+        }
+    }
+
+    /// The counts, consumed (each map is freed as soon as it is read).
+    pub(super) fn drain(self, mut f: impl FnMut(&[u8], u64)) {
+        for (k, n) in self.tiny {
+            let bytes = tiny_bytes(k);
+            f(&bytes[..bytes[7] as usize], n);
+        }
+        for (k, n) in self.short {
+            let bytes = packed_bytes(k);
+            f(&bytes[..bytes[15] as usize], n);
+        }
+        for (k, n) in self.long {
+            f(&k, n);
+        }
+    }
+}
+
+impl FromIterator<(Vec<u8>, u64)> for ChunkCounts {
+    fn from_iter<I: IntoIterator<Item = (Vec<u8>, u64)>>(items: I) -> Self {
+        let mut counts = ChunkCounts::default();
+        for (k, n) in items {
+            counts.add(&k, n);
+        }
+        counts
+    }
+}
+
+/// Counts the chunks of one document into `counts` (single thread).
+pub fn count_chunks(splitter: &Splitter, text: &str, counts: &mut ChunkCounts) -> Result<(), String> {
+    splitter.for_each_chunk(text, |chunk| counts.add(chunk.as_bytes(), 1))
+}
+
+/// The sum of two counts (iterating the smaller maps).
+pub fn merge_counts(mut into: ChunkCounts, other: ChunkCounts) -> ChunkCounts {
+    add_map(&mut into.tiny, other.tiny);
+    add_map(&mut into.short, other.short);
+    add_map(&mut into.long, other.long);
+    into
+}
+
+/// Adds `other`'s counts to `into`'s, iterating the smaller of the two.
+fn add_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, mut other: FxHashMap<K, u64>) {
+    if other.len() > into.len() {
+        std::mem::swap(into, &mut other);
+    }
+    for (k, v) in other {
+        *into.entry(k).or_insert(0) += v;
+    }
+}
+
+/// Counts the chunks of many documents, in parallel over all rayon threads.
+/// Long documents are cut at safe points when the pattern allows it.
+pub fn count_documents(splitter: &Splitter, docs: &[&str]) -> Result<ChunkCounts, String> {
+    let mut pieces: Vec<&str> = Vec::new();
+    for doc in docs {
+        if splitter.cuttable() && doc.len() > SEGMENT_BYTES {
+            pieces.extend(segments(doc, SEGMENT_BYTES));
+        } else {
+            pieces.push(doc);
+        }
+    }
+    pieces
+        .par_iter()
+        .try_fold(ChunkCounts::default, |mut acc, piece| {
+            splitter.for_each_chunk(piece, |chunk| acc.add(chunk.as_bytes(), 1))?;
+            Ok(acc)
+        })
+        .try_reduce(ChunkCounts::default, |a, b| Ok(merge_counts(a, b)))
+}
+
+/// How many bytes of a file are read at a time: each read is cut back to its
+/// last safe cut point, the rest carried into the next, and the piece before
+/// the cut is one segment for a counting thread.
+const READ_BYTES: usize = SEGMENT_BYTES;
+
+/// A counting thread adds its own map to the shared total after counting
+/// this much text (and once more at the end), then starts a fresh map: the
+/// memory of counting stays the total plus one map of at most this much
+/// text's distinct chunks per thread, and the total's lock is taken rarely.
+const FLUSH_BYTES: usize = 8 << 20;
+
+/// Streams UTF-8 text files and counts their chunks. `on_bytes` gets the
+/// number of bytes read after each segment and may stop the work by
+/// returning an error (Ctrl-C).
+///
+/// Each file is one document, read in segments cut at safe cut points (see
+/// `pretokenize.rs`): exact for the built-in patterns; a custom pattern whose
+/// matches cross "\n" followed by a letter or digit is cut there.
+///
+/// A pipeline: this thread reads and checks UTF-8 while one counting thread
+/// per core (as many as rayon's pool has) lexes and counts the segments it
+/// hands them through a short queue, so the cores never wait for a read.
+/// Memory: a few segments in flight plus the counts. (What it replaced:
+/// docs/performance.md, "Streaming files".)
+pub fn count_files(
+    splitter: &Splitter,
+    paths: &[std::path::PathBuf],
+    on_bytes: impl FnMut(u64) -> Result<(), String>,
+) -> Result<ChunkCounts, String> {
+    let count = |text: &str, counts: &mut ChunkCounts| count_chunks(splitter, text, counts);
+    count_files_in(&count, paths, (READ_BYTES, FLUSH_BYTES), on_bytes)
+}
+
+/// What counts one segment into a map (tests pass one that fails).
+type CountFn<'a> = &'a (dyn Fn(&str, &mut ChunkCounts) -> Result<(), String> + Sync);
+
+/// `count_files` with `count` for each segment, reading `sizes.0` bytes at a
+/// time, each counting thread adding to the total every `sizes.1` bytes
+/// (tests use tiny sizes).
+fn count_files_in(
+    count: CountFn,
+    paths: &[std::path::PathBuf],
+    (read_bytes, flush_bytes): (usize, usize),
+    on_bytes: impl FnMut(u64) -> Result<(), String>,
+) -> Result<ChunkCounts, String> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{mpsc, Mutex};
+
+    let threads = rayon::current_num_threads().max(1);
+    let total = Mutex::new(ChunkCounts::default());
+    // The number of the first segment known to have failed (none: MAX).
+    let failed = AtomicUsize::new(usize::MAX);
+    // Segments to count, and their buffers back for reuse (no fresh pages).
+    let (to_count, segments) = mpsc::sync_channel::<(usize, String)>(threads);
+    let segments = Mutex::new(segments);
+    let (give_back, spare) = mpsc::channel::<String>();
+
+    let (read, counted) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let give_back = give_back.clone();
+                let (segments, total, failed) = (&segments, &total, &failed);
+                scope.spawn(move || count_segments(count, segments, give_back, total, failed, flush_bytes))
+            })
+            .collect();
+        drop(give_back);
+        let read = read_segments(paths, read_bytes, &spare, &failed, on_bytes, |segment| {
+            // Cannot fail: the queue's receiver lives until the scope ends.
+            to_count.send(segment).map_err(|_| "the counting threads are gone".to_string())
+        });
+        if read.is_err() {
+            failed.store(0, Ordering::Relaxed); // the rest is not counted
+        }
+        drop(to_count); // the counting threads finish the queue and return
+        let counted: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        (read, counted)
+    });
+    // The first failure in file order: a counting thread's (on an earlier
+    // segment than the reader's position), else the reader's.
+    let mut first: Option<(usize, String)> = None;
+    for result in counted {
+        match result {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(Err((i, e))) if first.as_ref().is_none_or(|(j, _)| i < *j) => first = Some((i, e)),
+            Ok(_) => {}
+        }
+    }
+    if let Some((_, e)) = first {
+        return Err(e);
+    }
+    read?;
+    Ok(total.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// A counting thread: counts segments from the queue into its own map, and
+/// adds that map to `total` every `flush_bytes` and at the end. Segments
+/// after one that failed (here or in another thread) are skipped, but every
+/// one before it is still counted, so the failure reported is the first in
+/// file order. After a failure it drains the queue, so the reader never
+/// waits on a full queue. Returns the failed segment's number and error.
+fn count_segments(
+    count: CountFn,
+    segments: &std::sync::Mutex<std::sync::mpsc::Receiver<(usize, String)>>,
+    give_back: std::sync::mpsc::Sender<String>,
+    total: &std::sync::Mutex<ChunkCounts>,
+    failed: &std::sync::atomic::AtomicUsize,
+    flush_bytes: usize,
+) -> Result<(), (usize, String)> {
+    use std::sync::atomic::Ordering;
+    use std::sync::PoisonError;
+    // The lock is held only while waiting for the next segment.
+    let next = || segments.lock().unwrap_or_else(PoisonError::into_inner).recv();
+    let flush = |counts: &mut ChunkCounts| {
+        let mut total = total.lock().unwrap_or_else(PoisonError::into_inner);
+        *total = merge_counts(std::mem::take(&mut *total), std::mem::take(counts));
+    };
+    // A panic is caught so that the queue is drained below before it is
+    // handed on: the reader must never be left waiting.
+    let mut current = 0; // the segment being counted
+    let work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut counts = ChunkCounts::default();
+        let mut since_flush = 0;
+        while let Ok((i, mut text)) = next() {
+            if i > failed.load(Ordering::Relaxed) {
+                continue;
+            }
+            current = i;
+            count(&text, &mut counts).map_err(|e| (i, e))?;
+            since_flush += text.len();
+            if since_flush >= flush_bytes {
+                flush(&mut counts);
+                since_flush = 0;
+            }
+            text.clear();
+            let _ = give_back.send(text);
+        }
+        flush(&mut counts);
+        Ok(())
+    }));
+    match &work {
+        Ok(Ok(())) => {}
+        Ok(Err((i, _))) => _ = failed.fetch_min(*i, Ordering::Relaxed),
+        Err(_) => _ = failed.fetch_min(current, Ordering::Relaxed),
+    }
+    while next().is_ok() {} // returns at once unless something failed
+    work.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// Reads the files in segments of about `read_bytes` cut at safe cut points,
+/// checks that they are UTF-8 and hands them to `send`, numbered in order.
+fn read_segments(
+    paths: &[std::path::PathBuf],
+    read_bytes: usize,
+    spare: &std::sync::mpsc::Receiver<String>,
+    failed: &std::sync::atomic::AtomicUsize,
+    mut on_bytes: impl FnMut(u64) -> Result<(), String>,
+    mut send: impl FnMut((usize, String)) -> Result<(), String>,
+) -> Result<(), String> {
+    use std::io::Read;
+    use std::sync::atomic::Ordering;
+    let mut number = 0;
+    let mut carry: Vec<u8> = Vec::new();
+    for path in paths {
+        let name = path.display();
+        let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let mut offset: u64 = 0; // file offset of the next segment's first byte
+        let mut eof = false;
+        carry.clear();
+        while !eof {
+            if failed.load(Ordering::Relaxed) != usize::MAX {
+                return Ok(()); // a counting thread's error is reported instead
+            }
+            // A reused buffer has its pages already; a new one is sized to
+            // hold a read and a usual carry without growing.
+            let mut buf = spare
+                .try_recv()
+                .map(String::into_bytes)
+                .unwrap_or_else(|_| Vec::with_capacity(read_bytes + (64 << 10)));
+            buf.extend_from_slice(&carry);
+            carry.clear();
+            let cut = loop {
+                // `read_to_end` on a `Take` reads into the spare capacity
+                // without zeroing it first, and stops at the limit or EOF.
+                let want = read_bytes as u64;
+                let n = (&mut file).take(want).read_to_end(&mut buf).map_err(|e| format!("cannot read {name}: {e}"))?;
+                eof = (n as u64) < want;
+                if eof {
+                    break buf.len();
+                }
+                if let Some(cut) = last_safe_cut(&buf) {
+                    break cut;
+                }
+                if buf.len() >= crate::limits::MAX_UNCUT_BYTES {
+                    // Bad bytes leave no cut point either: name them first.
+                    return Err(match std::str::from_utf8(&buf) {
+                        Err(e) if e.error_len().is_some() => not_utf8(path, offset, e),
+                        _ => crate::limits::uncut_error(path, offset, buf.len()),
+                    });
+                }
+                // No cut point yet (one huge line): read more.
+            };
+            carry.extend_from_slice(&buf[cut..]);
+            buf.truncate(cut);
+            let text = String::from_utf8(buf).map_err(|e| not_utf8(path, offset, e.utf8_error()))?;
+            if !text.is_empty() {
+                send((number, text))?;
+                number += 1;
+            }
+            offset += cut as u64;
+            on_bytes(cut as u64)?;
+        }
+    }
+    Ok(())
+}
+
+/// The error for bytes that are not UTF-8, `e` found in the text read from
+/// byte `offset` of the file at `path`.
+fn not_utf8(path: &std::path::Path, offset: u64, e: std::str::Utf8Error) -> String {
+    let at = offset + e.valid_up_to() as u64;
+    format!(
+        "{} is not valid UTF-8 at byte offset {at}{}; convert it to UTF-8 \
+         (e.g. `iconv -f latin1 -t utf-8`) or remove the bad bytes",
+        path.display(),
+        crate::limits::line_suffix(path, at)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::train::testing::random_text;
+
+    #[test]
+    fn packed_tally_counts_like_a_plain_map() {
+        // Chunks of every length around the packing limits of 7 and 15
+        // bytes (with their space: " abcdef" is 7), the empty-looking ones
+        // ("\0"), and multi-byte characters.
+        let words = [
+            "a",
+            "\0",
+            "\0\0",
+            "ab",
+            "abc",
+            "abcdef",
+            "abcdefg",
+            "日本",
+            &"\0".repeat(7),
+            "x".repeat(15).as_str(),
+            &"y".repeat(16),
+            "é",
+            &"日".repeat(5),
+            &"日".repeat(6),
+        ]
+        .map(String::from);
+        let text: String =
+            (0..3000).map(|i| words[(i * 7 + i / 3) % words.len()].as_str()).collect::<Vec<_>>().join(" ");
+        let splitter = Splitter::new(GPT4_PATTERN).unwrap();
+        let mut plain: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
+        splitter.for_each_chunk(&text, |c| *plain.entry(c.as_bytes().to_vec()).or_insert(0) += 2).unwrap();
+        let mut packed: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
+        count_documents(&splitter, &[&text, &text]).unwrap().for_each(|c, n| {
+            assert!(packed.insert(c.to_vec(), n).is_none(), "{c:?} twice");
+        });
+        assert_eq!(packed, plain);
+    }
+    /// Temporary files holding `texts`, removed when dropped.
+    struct TempFiles(Vec<std::path::PathBuf>);
+
+    impl TempFiles {
+        fn new(name: &str, texts: &[&[u8]]) -> TempFiles {
+            let dir = std::env::temp_dir().join(format!("bpe-train-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempFiles(
+                texts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let path = dir.join(format!("{i}.txt"));
+                        std::fs::write(&path, t).unwrap();
+                        path
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    impl Drop for TempFiles {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.first().and_then(|p| p.parent()) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    /// Files streamed in reads of a few bytes to 4 KB, on 1 to 3 counting
+    /// threads that add to the total every few bytes or only at the end,
+    /// count what each file counts as one document, and report every byte.
+    #[test]
+    fn streamed_files_count_like_whole_documents() {
+        let words = ["The", " fox", "\n", "\n\n", " 日本語", "é", "  ", "123", "'s", "!", "\t", "ǅx", " ", "\r\n"];
+        let texts = [random_text(&words, 3000, 5, 7, true), String::new(), random_text(&words, 500, 3, 11, false)];
+        let files = TempFiles::new("stream", &texts.iter().map(|t| t.as_bytes()).collect::<Vec<_>>());
+        for pattern in [GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN] {
+            let s = Splitter::new(pattern).unwrap();
+            let mut expected = ChunkCounts::default();
+            for t in &texts {
+                count_chunks(&s, t, &mut expected).unwrap();
+            }
+            for threads in 1..=3 {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                for sizes in [(1, 1), (7, 50), (100, 1000), (4096, usize::MAX)] {
+                    let mut reported = 0;
+                    let got = pool.install(|| {
+                        count_files_in(&|t, c| count_chunks(&s, t, c), &files.0, sizes, |n| {
+                            reported += n;
+                            Ok(())
+                        })
+                    });
+                    let total: usize = texts.iter().map(String::len).sum();
+                    assert_eq!(got.unwrap(), expected, "{pattern} threads {threads} sizes {sizes:?}");
+                    assert_eq!(reported, total as u64);
+                }
+            }
+        }
+    }
+
+    /// A bad byte deep in a file (or a character cut off at its end) is
+    /// named by its file offset, however the file was cut; an error from
+    /// `on_bytes` (Ctrl-C) stops the count with that error.
+    #[test]
+    fn streamed_files_report_bad_bytes_and_stop_on_request() {
+        let s = Splitter::new(GPT4_PATTERN).unwrap();
+        let count = |t: &str, c: &mut ChunkCounts| count_chunks(&s, t, c);
+        let good = random_text(&["one", " two", "\n", "3"], 400, 4, 5, true);
+        let mut bad = good.clone().into_bytes();
+        bad.insert(1234, 0xff);
+        let mut cut_off = good.clone().into_bytes();
+        cut_off.extend_from_slice(&"日".as_bytes()[..2]);
+        let files = TempFiles::new("bad", &[good.as_bytes(), &bad, &cut_off]);
+        for sizes in [(3, 1), (64, 100), (1 << 20, usize::MAX)] {
+            for (path, at) in [(&files.0[1], 1234), (&files.0[2], good.len())] {
+                let err = count_files_in(&count, &[files.0[0].clone(), path.clone()], sizes, |_| Ok(())).unwrap_err();
+                let expected = format!("{} is not valid UTF-8 at byte offset {at} (line ", path.display());
+                assert!(err.starts_with(&expected), "{err}");
+            }
+            let mut calls = 0;
+            let err = count_files_in(&count, &files.0[..1], sizes, |_| {
+                calls += 1;
+                if calls == 2 {
+                    Err("interrupted".to_string())
+                } else {
+                    Ok(())
+                }
+            });
+            if good.len() > sizes.0 {
+                assert_eq!(err, Err("interrupted".to_string()), "sizes {sizes:?}");
+            }
+        }
+    }
+
+    /// When counting a segment fails or panics, on any number of threads:
+    /// the count stops (no thread left waiting), with the error of the first
+    /// failing segment in file order, or with the panic itself.
+    #[test]
+    fn streamed_counting_stops_on_a_failure_or_a_panic() {
+        let text: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+        let files = TempFiles::new("fail", &[text.as_bytes()]);
+        let fail = |t: &str, _: &mut ChunkCounts| match ["line 1000\n", "line 1500\n"].iter().find(|l| t.contains(*l)) {
+            Some(l) => Err(format!("failed at {}", l.trim())),
+            None => Ok(()),
+        };
+        let panic = |t: &str, _: &mut ChunkCounts| {
+            assert!(!t.contains("line 1500\n"), "deliberate panic");
+            Ok(())
+        };
+        for threads in 1..=3 {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            for read in [10, 100, 1000] {
+                let got = pool.install(|| count_files_in(&fail, &files.0, (read, 100), |_| Ok(())));
+                assert_eq!(got, Err("failed at line 1000".to_string()), "threads {threads} read {read}");
+                let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    pool.install(|| count_files_in(&panic, &files.0, (read, 100), |_| Ok(())))
+                }));
+                let payload = caught.expect_err("the panic is handed on");
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or_default();
+                assert!(message.contains("deliberate panic"), "{message:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_counting_equals_sequential() {
+        let s = Splitter::new(GPT4_PATTERN).unwrap();
+        let text = "The quick brown fox.\nJumps over 1234 lazy dogs!\n".repeat(50_000);
+        let mut seq = ChunkCounts::default();
+        count_chunks(&s, &text, &mut seq).unwrap();
+        let par = count_documents(&s, &[&text]).unwrap();
+        assert_eq!(seq, par);
+    }
+}

@@ -1,0 +1,370 @@
+//! The merge loop's state and its steps: which pair wins next, the token it
+//! becomes, and rewriting the words that hold it (see `train/mod.rs`).
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::cold::{class, thaw, Cold, CLASSES};
+use super::count::ChunkCounts;
+use super::heap::{floor_for, histogram, PairHeap};
+use super::occurrences::{varint_len, Lists, PairInfo, INLINE, IN_ARENA, TRAILER};
+use super::words::{merge_word, new_pairs, Pair, Symbol, Words};
+
+/// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64).
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and `x` is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+/// One learned merge: `left` and `right` become `new`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Merge {
+    pub left: u32,
+    pub right: u32,
+    pub new: u32,
+}
+
+/// Pass 1's tally of one pair in a run of words: its count, the number of
+/// words it occurs in, the bytes of their list and the last of them plus one.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    count: i64,
+    words: u32,
+    bytes: u32,
+    next: u32,
+}
+
+/// The initial pairs (byte pairs): their counts and word lists.
+fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, PairInfo>, Lists), String> {
+    // Pass 1, on all cores: each pair's count, words and list bytes. A run of
+    // words (rayon's piece of work) is visited in order, so its gaps are
+    // exact but its first, taken from id 0: the sum over runs is an upper
+    // bound, a few bytes above the list's size.
+    let tallies = (0..words.count())
+        .into_par_iter()
+        .fold(FxHashMap::<Pair<S>, Tally>::default, |mut m, i| {
+            let f = words.meta[i].freq as i64;
+            let id1 = i as u32 + 1;
+            for p in words.word(i).windows(2) {
+                let t = m.entry((p[0], p[1])).or_default();
+                t.count += f;
+                if t.next != id1 {
+                    t.words += 1;
+                    t.bytes += varint_len(id1 - t.next) as u32;
+                    t.next = id1;
+                }
+            }
+            m
+        })
+        .reduce(FxHashMap::default, |mut a, mut b| {
+            if b.len() > a.len() {
+                std::mem::swap(&mut a, &mut b);
+            }
+            for (k, t) in b {
+                let e = a.entry(k).or_default();
+                e.count += t.count;
+                e.words += t.words;
+                e.bytes = e.bytes.saturating_add(t.bytes);
+            }
+            a
+        });
+    // Lists of more than `INLINE` words get their space in the arena, one
+    // after another...
+    let mut pairs = FxHashMap::with_capacity_and_hasher(tallies.len(), Default::default());
+    let mut next: usize = 0;
+    for (p, t) in tallies {
+        let mut info = PairInfo::default();
+        info.set_count(t.count);
+        if t.words as usize > INLINE {
+            let cap = TRAILER + t.bytes as usize;
+            info.len = IN_ARENA | TRAILER as u32;
+            info.slots = [next as u32, cap as u32];
+            next += cap;
+            u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4 GB of word lists)")?;
+        }
+        pairs.insert(p, info);
+    }
+    // ...and are filled in pass 2, in word order. Twice as much room again
+    // is reserved for the lists of the first merges: it costs address space,
+    // not memory, until they write it, and growing the array later copies it
+    // (old and new array at once: see docs/performance.md, "Word lists"). If
+    // the system refuses that much address space, it is reserved as needed.
+    let mut lists = Lists { arena: Vec::new(), dead: 0 };
+    if lists.arena.try_reserve_exact(3 * next).is_err() {
+        lists.arena.reserve_exact(next);
+    }
+    lists.arena.resize(next, 0);
+    for i in 0..words.count() {
+        for p in words.word(i).windows(2) {
+            lists.push(pairs.get_mut(&(p[0], p[1])).expect("counted in pass 1"), i as u32)?;
+        }
+    }
+    Ok((pairs, lists))
+}
+
+/// Sizes that tune the merge loop's memory and speed, never its result
+/// (tests pass small ones, to exercise on small inputs what they govern).
+#[derive(Clone, Copy)]
+pub(super) struct Tuning {
+    /// Arrays shorter than this many bytes are never slid (see
+    /// [`Words::compact`] and [`Lists::compact`]): there is little to give back.
+    pub(super) min_slide: usize,
+    /// About how many pairs the heap is built with (see [`floor_for`]):
+    /// fewer save memory until the floor moves too often (docs/performance.md,
+    /// "Tuning").
+    pub(super) heap_pairs: usize,
+    /// About how many bytes of the word-list arena one pass of
+    /// [`Lists::compact`] slides (see there): smaller passes lower the peak
+    /// and cost a little time (docs/performance.md, "Tuning").
+    pub(super) slide_pass: usize,
+}
+
+impl Tuning {
+    pub(super) const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15, slide_pass: 2 << 20 };
+}
+
+/// Everything the merge loop keeps between merges.
+///
+/// The heap holds only the pairs counted at least `floor` times, a floor
+/// picked (see `floor_for`) so that about `heap_pairs` pairs are above it;
+/// the pair map holds those and the pairs that may still gain occurrences
+/// (made by the last merge); the other pairs are cold (see `Cold`). When
+/// the heap runs empty, every pair left is below the floor: a lower one is
+/// picked, cold pairs that reach it are thawed, and the heap is rebuilt.
+/// (Exact: every pair at or above the floor is in the map and has a heap
+/// entry, so the top is the winner.)
+///
+/// Why not every pair in the heap: pairs that occur once, half of all pairs
+/// on multilingual text, never win while one occurring twice exists, and
+/// merges draw from the top few thousand (see docs/performance.md, "The
+/// heap's floor"). The floor is never below 2 while such a pair exists.
+pub(super) struct Merging<S> {
+    words: Words<S>,
+    /// The pairs counted exactly ("hot"), with their word lists.
+    pairs: FxHashMap<Pair<S>, PairInfo>,
+    /// The word lists too long to live in a pair's record.
+    lists: Lists,
+    cold: Cold<S>,
+    heap: PairHeap<S>,
+    floor: i64,
+    /// Every token's bytes, by id.
+    vocab: Vec<Arc<[u8]>>,
+    /// The id of each token's bytes.
+    ids: FxHashMap<Arc<[u8]>, u32>,
+    /// Scratch of `apply`, kept between merges: the change of each pair's
+    /// count, and the words that hold the pair merged.
+    delta: FxHashMap<Pair<S>, i64>,
+    affected: Vec<u32>,
+    tuning: Tuning,
+}
+
+impl<S: Symbol> Merging<S> {
+    /// The words and byte pairs of `counts`, the 256 byte tokens, and a heap
+    /// of the pairs above a first floor.
+    pub(super) fn new(counts: ChunkCounts, tuning: Tuning) -> Result<Self, String> {
+        let words = Words::<S>::new(counts)?;
+        let (pairs, lists) = initial_pairs(&words)?;
+        let vocab: Vec<Arc<[u8]>> = (0..=255u8).map(|b| Arc::from(&[b][..])).collect();
+        let ids: FxHashMap<Arc<[u8]>, u32> = vocab.iter().enumerate().map(|(i, b)| (b.clone(), i as u32)).collect();
+        // (Reserved for twice the pairs it is built with: see the rebuild in `tidy`.)
+        let reserve = 2 * tuning.heap_pairs.min(words.count()) + 4096;
+        let heap = PairHeap { items: Vec::with_capacity(reserve), built: 0 };
+        let mut state = Merging {
+            words,
+            pairs,
+            lists,
+            cold: Cold::new(),
+            heap,
+            floor: i64::MAX,
+            vocab,
+            ids,
+            delta: FxHashMap::default(),
+            affected: Vec::new(),
+            tuning,
+        };
+        state.refloor();
+        Ok(state)
+    }
+
+    /// The number of tokens (the 256 bytes included).
+    pub(super) fn tokens(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// Moves the floor to the one `floor_for` picks now, keeping the rule
+    /// above: cold pairs that reach a lower floor are thawed; pairs in the map
+    /// below the new floor go cold; the heap is rebuilt from the map.
+    fn refloor(&mut self) {
+        let Merging { words, pairs, lists, cold, heap, floor, vocab, tuning, .. } = self;
+        let new = floor_for(&histogram(pairs, cold), tuning.heap_pairs);
+        if new < *floor {
+            let taken = cold.take(class(new), None);
+            thaw(taken, new, pairs, cold, lists, words);
+        }
+        *floor = new;
+        pairs.retain(|&p, info| {
+            let keep = info.count() >= new;
+            if !keep {
+                cold.push(p, info.count(), info, lists);
+            }
+            keep
+        });
+        if pairs.capacity() > 4 * pairs.len() + 4096 {
+            pairs.shrink_to(2 * pairs.len());
+        }
+        heap.rebuild(vocab, pairs, new);
+    }
+
+    /// The pair to merge next: the most frequent (ties: the smallest bytes),
+    /// or `None` when no pair is left (the corpus is exhausted).
+    pub(super) fn pop_winner(&mut self) -> Option<Pair<S>> {
+        loop {
+            let Some((count, pair)) = self.heap.pop(&self.vocab) else {
+                if self.floor > 1 && !(self.pairs.is_empty() && self.cold.is_empty()) {
+                    // Every pair left is below the floor: the next floor is lower.
+                    self.refloor();
+                    continue;
+                }
+                return None;
+            };
+            let current = self.pairs.get(&pair).map_or(0, |info| info.count());
+            if current < self.floor {
+                continue;
+            }
+            if current as u64 != count {
+                // Stale entry: the pair's count dropped since it was pushed.
+                self.heap.push(&self.vocab, current as u64, pair);
+                continue;
+            }
+            return Some(pair);
+        }
+    }
+
+    /// The token `pair` becomes: a new one, or the existing one with the same
+    /// bytes (see "Duplicates" in `train/mod.rs`).
+    pub(super) fn new_token(&mut self, pair: Pair<S>) -> Merge {
+        let mut bytes = self.vocab[pair.0.id()].to_vec();
+        bytes.extend_from_slice(&self.vocab[pair.1.id()]);
+        let new = match self.ids.get(&bytes[..]) {
+            Some(&id) => {
+                // Duplicate: same bytes reached by another path. The pairs
+                // holding `id` can gain occurrences again: none may stay cold.
+                let taken = self.cold.take(CLASSES, Some(id as usize));
+                thaw(taken, 1, &mut self.pairs, &mut self.cold, &mut self.lists, &self.words);
+                id
+            }
+            None => {
+                let id = self.vocab.len() as u32;
+                let bytes: Arc<[u8]> = Arc::from(bytes);
+                self.vocab.push(bytes.clone());
+                self.ids.insert(bytes, id);
+                id
+            }
+        };
+        Merge { left: pair.0.id() as u32, right: pair.1.id() as u32, new }
+    }
+
+    /// Merges every occurrence of `pair` into `new`: rewrites the words that
+    /// hold it and moves the counts of the pairs around them.
+    pub(super) fn apply(&mut self, pair: Pair<S>, new: S) -> Result<(), String> {
+        let Merging { words, pairs, lists, cold, heap, floor, vocab, delta, affected, .. } = self;
+        let floor = *floor;
+
+        // The pair disappears: every occurrence is merged. Its entry goes
+        // now; the deltas below bring its count to zero and do not revive it.
+        let info = pairs.remove(&pair).expect("popped pairs are present");
+        affected.clear();
+        lists.read(&info, affected);
+        lists.free(&info);
+
+        // `clear()` wipes the map's whole capacity, so a map that grew large
+        // is replaced and a small one reused. It is not sized from the number
+        // of occurrences: the pairs they change are mostly the same few
+        // hundred (see docs/performance.md, "The merge loop's deltas").
+        if delta.capacity() > 4096 {
+            *delta = FxHashMap::default();
+        } else {
+            delta.clear();
+        }
+        // A list may name a word that no longer holds the pair, or rarely
+        // a word twice (a token id reused, see `Lists`): `merge_word` then
+        // finds nothing, which is cheaper than keeping lists exact.
+        for (k, &wi) in affected.iter().enumerate() {
+            // The words of a merge lie anywhere in memory: the record of the
+            // word 8 ahead and the symbols of the word 4 ahead are fetched
+            // early (see docs/performance.md, "Prefetching words").
+            if let Some(&ahead) = affected.get(k + 8) {
+                prefetch(&words.meta[ahead as usize]);
+            }
+            if let Some(&soon) = affected.get(k + 4) {
+                prefetch(&words.symbols[words.meta[soon as usize].start as usize]);
+            }
+            let i = wi as usize;
+            let w = &mut words.meta[i];
+            let n = w.len as usize;
+            let word = &mut words.symbols[w.start as usize..w.start as usize + n];
+            let m = merge_word(word, pair, new, w.freq as i64, delta);
+            if m < n {
+                w.len = m as u32;
+                words.live -= n - m;
+                for p in new_pairs(&word[..m], new) {
+                    lists.push(pairs.entry(p).or_default(), wi)?;
+                }
+            }
+        }
+        for (&p, &d) in delta.iter() {
+            if d == 0 || p == pair {
+                continue;
+            }
+            if d < 0 {
+                // A pair that lost occurrences. A cold one (not in the map)
+                // keeps its count as an upper bound. One in the map keeps its
+                // heap entry (now too high), which is fixed when popped.
+                let Some(info) = pairs.get_mut(&p) else { continue };
+                let c = info.count() + d;
+                info.set_count(c);
+                if c <= 0 {
+                    // Gone from every word: its (all stale) word list goes too.
+                    let gone = pairs.remove(&p).expect("present");
+                    lists.free(&gone);
+                }
+                continue;
+            }
+            // A pair this merge made (it holds `new`; the word loop put it
+            // in the map) or, after a duplicate, one that gained.
+            let info = pairs.get_mut(&p).expect("made by the word loop");
+            let c = info.count() + d;
+            info.set_count(c);
+            if c >= floor {
+                heap.push(vocab, c as u64, p);
+            } else {
+                // It can only lose occurrences from now on: cold.
+                let info = pairs.remove(&p).expect("present");
+                cold.push(p, c, &info, lists);
+            }
+        }
+        Ok(())
+    }
+
+    /// Housekeeping after a merge: the heap rebuilt when it has grown, and
+    /// the words and word lists slid down over what they no longer use.
+    pub(super) fn tidy(&mut self) {
+        // Entries pile up: stale ones (a pair pushed again each time its
+        // count grows) and new pairs above the floor. When the heap has grown
+        // to twice its size at the last rebuild, rebuild it, with a floor
+        // picked afresh (higher, if counts above the old one are plenty).
+        if self.heap.items.len() > 2 * self.heap.built + 4096 {
+            self.refloor();
+        }
+        self.lists.compact(&mut self.pairs, &mut self.cold, self.tuning.min_slide, self.tuning.slide_pass);
+        self.words.compact(self.tuning.min_slide);
+    }
+}

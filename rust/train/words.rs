@@ -1,0 +1,215 @@
+//! The words of the merge loop: every distinct chunk as its list of token
+//! ids, in one flat buffer, and how a merge rewrites a word.
+
+use rustc_hash::FxHashMap;
+
+use super::count::ChunkCounts;
+
+/// A token id inside the merge loop: `u16` while the vocabulary fits in 16
+/// bits (targets up to 65,536 tokens: GPT-2's 50k and most trained
+/// vocabularies), else `u32`: the word buffer is the loop's largest array,
+/// and heap entries shrink with it (docs/performance.md, "Symbols").
+pub(super) trait Symbol: Copy + Eq + std::hash::Hash + Send + Sync + 'static {
+    /// `id` must fit (the caller picks the type from the target size).
+    fn from_id(id: u32) -> Self;
+    fn id(self) -> usize;
+}
+
+impl Symbol for u16 {
+    #[inline]
+    fn from_id(id: u32) -> Self {
+        debug_assert!(id <= u16::MAX as u32);
+        id as u16
+    }
+    #[inline]
+    fn id(self) -> usize {
+        self as usize
+    }
+}
+
+impl Symbol for u32 {
+    #[inline]
+    fn from_id(id: u32) -> Self {
+        id
+    }
+    #[inline]
+    fn id(self) -> usize {
+        self as usize
+    }
+}
+
+pub(super) type Pair<S> = (S, S);
+
+/// No word (in a cold pair's second inline slot, see `cold.rs`). Word ids are
+/// below it (see `Words::new`), and it does not have the arena bit
+/// (`occurrences::IN_ARENA`, 1 << 31) set.
+pub(super) const NO_WORD: u32 = (1 << 31) - 1;
+
+/// Replaces every non-overlapping (left to right) occurrence of `pair` in
+/// `word` by `new`, in place; returns the new length (shorter iff it merged).
+pub(super) fn merge_word<S: Symbol>(word: &mut [S], pair: Pair<S>, new: S, f: i64, delta: &mut FxHashMap<Pair<S>, i64>) -> usize {
+    // In place (the output never overtakes the input), and only the pairs
+    // around each occurrence change: with x a b y -> x N y, the pairs (x,a),
+    // (a,b), (b,y) lose `f` and (x,N), (N,y) gain it. `x` is read from the
+    // output, so back-to-back occurrences (a b a b -> N N) come out right:
+    // the (N,a) added by the first is removed by the second.
+    // (Subtracting all of a word's pairs and adding them back after the merge
+    // is simpler but does twice the hash updates, and this loop dominates
+    // the first merges, which touch a large share of all words.)
+    let (a, b) = pair;
+    let n = word.len();
+    let (mut i, mut out) = (0, 0);
+    let mut merged = 0;
+    while i < n {
+        if i + 1 < n && word[i] == a && word[i + 1] == b {
+            merged += 1;
+            if out > 0 {
+                let x = word[out - 1];
+                *delta.entry((x, a)).or_insert(0) -= f;
+                *delta.entry((x, new)).or_insert(0) += f;
+            }
+            if i + 2 < n {
+                let y = word[i + 2];
+                *delta.entry((b, y)).or_insert(0) -= f;
+                *delta.entry((new, y)).or_insert(0) += f;
+            }
+            word[out] = new;
+            i += 2;
+        } else {
+            word[out] = word[i];
+            i += 1;
+        }
+        out += 1;
+    }
+    if merged > 0 {
+        *delta.entry(pair).or_insert(0) -= merged * f;
+    }
+    out
+}
+
+/// The pairs of `word` that hold `new`: after a merge, the only pairs new to it.
+pub(super) fn new_pairs<S: Symbol>(word: &[S], new: S) -> impl Iterator<Item = Pair<S>> + '_ {
+    word.windows(2).filter(move |p| p[0] == new || p[1] == new).map(|p| (p[0], p[1]))
+}
+
+/// All words in one flat buffer: word `i` is `symbols[w.start..w.start + w.len]`
+/// with `w = meta[i]`; merging shrinks `w.len` in place and leaves the tail
+/// unused, until [`Words::compact`] slides the words down over the unused
+/// symbols.
+///
+/// Why flat: a `Vec<Vec<u32>>` costs each word a 24-byte header and a heap
+/// block of its own, and scatters words over the heap. Start, length and
+/// count sit together in one record because a merge visits its words in no
+/// useful order, and separate arrays cost a cache miss each (see
+/// docs/performance.md, "Words").
+pub(super) struct Words<S> {
+    pub(super) symbols: Vec<S>,
+    pub(super) meta: Vec<Word>,
+    /// The symbols in use: the sum of the words' lengths.
+    pub(super) live: usize,
+}
+
+/// 12 bytes: the count is a `u32`, and a chunk counted more often than that
+/// (only in corpora of tens of GB) becomes several words with the same bytes,
+/// whose counts add up to its own: every pair count, and so every merge, is
+/// the same. (With a `u64` count the record would take 16 bytes.)
+#[derive(Clone, Copy)]
+pub(super) struct Word {
+    pub(super) freq: u32,
+    pub(super) start: u32,
+    pub(super) len: u32,
+}
+
+/// How many words a chunk counted `freq` times becomes (see [`Word`]).
+pub(super) fn pieces(freq: u64) -> usize {
+    freq.div_ceil(u64::from(u32::MAX)) as usize
+}
+
+impl<S: Symbol> Words<S> {
+    pub(super) fn new(counts: ChunkCounts) -> Result<Words<S>, String> {
+        // Words of one byte have no pairs and can never change: dropped.
+        // Sized exactly first, so the buffers never double while filling.
+        let (mut n, mut total) = (0, 0);
+        counts.for_each(|b, freq| {
+            if b.len() >= 2 {
+                n += pieces(freq);
+                total += b.len() * pieces(freq);
+            }
+        });
+        // Word ids and offsets are u32 (they fill the per-pair word lists),
+        // and ids stay below `NO_WORD` (see `ColdPair`).
+        if n >= NO_WORD as usize || total > u32::MAX as usize {
+            return Err(format!(
+                "too many distinct chunks to train on ({n}, {total} bytes; at most 2G chunks and 4G bytes): \
+                 train on a sample of the corpus"
+            ));
+        }
+        let mut w = Words { symbols: Vec::with_capacity(total), meta: Vec::with_capacity(n), live: total };
+        counts.drain(|bytes, mut freq| {
+            if bytes.len() >= 2 {
+                while freq > 0 {
+                    let part = freq.min(u64::from(u32::MAX));
+                    freq -= part;
+                    w.meta.push(Word { start: w.symbols.len() as u32, freq: part as u32, len: bytes.len() as u32 });
+                    w.symbols.extend(bytes.iter().map(|&b| S::from_id(u32::from(b))));
+                }
+            }
+        });
+        Ok(w)
+    }
+
+    pub(super) fn word(&self, i: usize) -> &[S] {
+        let w = self.meta[i];
+        &self.symbols[w.start as usize..(w.start + w.len) as usize]
+    }
+
+    pub(super) fn count(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// When a quarter of the buffer is unused, slides the words down over
+    /// the unused symbols, in order, and gives the freed end back to the OS.
+    ///
+    /// Merging shortens words fast at first: on the benchmark's scale file
+    /// (1.33M words), 13.4M symbols were 7.5M after 2,000 merges and 4.4M
+    /// after 49,000, while the buffer kept its first size. A slide is one
+    /// pass over the buffer, a few times in a whole training.
+    pub(super) fn compact(&mut self, min_bytes: usize) {
+        let len = self.symbols.len();
+        if len * std::mem::size_of::<S>() > min_bytes && 4 * (len - self.live) > len {
+            let mut to = 0;
+            for w in &mut self.meta {
+                // Words lie in the order of `meta`, so none is overwritten
+                // before it moves.
+                let (from, n) = (w.start as usize, w.len as usize);
+                self.symbols.copy_within(from..from + n, to);
+                w.start = to as u32;
+                to += n;
+            }
+            self.symbols.truncate(to);
+            release_spare(&self.symbols);
+        }
+    }
+}
+
+/// Gives the memory pages of `v`'s spare capacity back to the OS (Linux;
+/// elsewhere they stay resident until `v` is freed).
+pub(super) fn release_spare<T: Copy>(v: &Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let size = std::mem::size_of::<T>();
+        let base = v.as_ptr() as usize;
+        let start = (base + v.len() * size).next_multiple_of(PAGE);
+        let end = (base + v.capacity() * size) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: the range lies inside `v`'s allocation, past its last
+            // element: no value lives there, and `Vec` never reads spare
+            // capacity before writing it. The pages read as zeros when next
+            // touched. An error (none is expected) leaves them resident.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
