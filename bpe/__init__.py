@@ -18,14 +18,10 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on how it was ins
         "means Python imported the source tree (you are inside the repository) instead of the "
         "installed package: run `pip install -e .` here, or run Python from another directory."
     ) from None
-from bpe.tokenizer import (
-    ENDOFTEXT,
-    PATTERNS,
-    Tokenizer,
-    TokenizerFileError,
-    pretokenize,
-    resolve_pattern,
-)
+from bpe.fileformat import TokenizerFileError
+from bpe.patterns import PATTERNS, pretokenize, resolve_pattern
+from bpe.specials import ENDOFTEXT
+from bpe.tokenizer import Tokenizer
 
 __all__ = [
     "ENDOFTEXT",

@@ -15,11 +15,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from bpe import gpt_cli
-from bpe.tokenizer import PATTERNS, Tokenizer, check_readable_file, check_text_file, pattern_name
-
-
-class UsageError(Exception):
-    """A problem with the user's input, reported in one line."""
+from bpe.files import UsageError, check_output_file, check_readable_file, check_text_file, read_text
+from bpe.patterns import PATTERNS, pattern_name
+from bpe.tokenizer import Tokenizer
 
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "ki": 1024, "mi": 1024**2}
@@ -42,20 +40,9 @@ def _load(path: str) -> Tokenizer:
     return Tokenizer.load(path)
 
 
-def _check_output(path: str) -> None:
-    """Fail before long work, not after it, when the output cannot be written."""
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a directory; give a file name for the output")
-    if not os.path.isdir(directory):
-        raise UsageError(f"cannot write {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise UsageError(f"cannot write {path}: directory {directory} is not writable")
-
-
 def cmd_train(args: argparse.Namespace) -> None:
     files = [check_text_file(f) for f in args.files]
-    _check_output(args.output)
+    check_output_file(args.output)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
     with warnings.catch_warnings(record=True) as caught:
@@ -105,7 +92,7 @@ def _encode_to_stdout(args: argparse.Namespace) -> None:
     # gives one error line, not half an output.
     lines = []
     for f in files:
-        text = _read_text(f)
+        text = read_text(f)
         ids = tok.encode(text, allowed_special="all" if args.allow_special else (),
                          disallowed_special=())
         lines.append(" ".join(map(str, ids)))
@@ -114,7 +101,7 @@ def _encode_to_stdout(args: argparse.Namespace) -> None:
 
 def cmd_decode(args: argparse.Namespace) -> None:
     tok = _load(args.tokenizer)
-    raw = _read_text(check_text_file(args.file)) if args.file and args.file != "-" else sys.stdin.read()
+    raw = read_text(check_text_file(args.file)) if args.file and args.file != "-" else sys.stdin.read()
     try:
         ids = [int(x) for x in raw.split()]
     except ValueError as e:
@@ -125,7 +112,7 @@ def cmd_decode(args: argparse.Namespace) -> None:
 def cmd_info(args: argparse.Namespace) -> None:
     tok = _load(args.tokenizer)
     # Read FILE before printing anything: a bad FILE gives one error line only.
-    text = _read_text(check_text_file(args.file)) if args.file else None
+    text = read_text(check_text_file(args.file)) if args.file else None
     print(f"file:            {args.tokenizer}")
     print(f"vocab size:      {tok.n_vocab}")
     print(f"merges:          {len(tok.merges)}")
@@ -139,17 +126,6 @@ def cmd_info(args: argparse.Namespace) -> None:
         n_tokens = len(tok.encode_ordinary(text))
         ratio = n_bytes / n_tokens if n_tokens else float("nan")
         print(f"{args.file}: {n_bytes} bytes, {n_tokens} tokens, {ratio:.3f} bytes per token")
-
-
-def _read_text(path: str) -> str:
-    data = Path(path).read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise UsageError(
-            f"{path} is not valid UTF-8 at byte offset {e.start} (line {line}); convert it to UTF-8"
-        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,7 +38,10 @@ import time
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from bpe import _core
-from bpe.tokenizer import ENDOFTEXT, Tokenizer, atomic_write_text, check_readable_file, check_text_file, pattern_name
+from bpe.files import atomic_write_text, check_readable_file, check_text_file
+from bpe.patterns import pattern_name
+from bpe.specials import ENDOFTEXT
+from bpe.tokenizer import Tokenizer
 
 if TYPE_CHECKING:  # numpy and torch are optional: only type checkers see these
     import numpy as np

@@ -13,7 +13,8 @@ import os
 import sys
 import time
 
-from bpe.tokenizer import Tokenizer, atomic_write, check_readable_file
+from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file
+from bpe.tokenizer import Tokenizer
 
 CKPT_FORMAT = "bpe-gpt v1"
 TORCH_MISSING = "`bpe gpt` needs PyTorch and numpy: pip install -e '.[model]' (or: pip install torch numpy)"
@@ -36,10 +37,6 @@ TRAIN_DEFAULTS = {
 }
 # Options that may change when resuming: they do not alter what was learned.
 RESUMABLE = {"steps", "eval_interval", "eval_iters", "log_interval"}
-
-
-class UsageError(ValueError):
-    """A problem with the user's input (bpe.cli reports ValueErrors in one line)."""
 
 
 def _torch():
@@ -273,11 +270,7 @@ def cmd_train(args: argparse.Namespace, *, stop_after: int | None = None, log=No
         if ckpt["tokenizer_sha256"] != tok_sha:
             raise UsageError(f"{args.out} was trained with another tokenizer than {tok_path}; use another --out")
     else:
-        out_dir = os.path.dirname(os.path.abspath(args.out))
-        if os.path.isdir(args.out):
-            raise UsageError(f"--out {args.out} is a directory; give a checkpoint file name, e.g. {args.out}/gpt.pt")
-        if not os.path.isdir(out_dir):
-            raise UsageError(f"cannot write {args.out}: directory {out_dir} does not exist")
+        check_output_file(args.out, what=f"a checkpoint file name, e.g. {args.out}/gpt.pt")
     model_cfg, tc = _settings(args, ckpt)
     train_data = bdata.load_split(args.data, "train")
     val_data = bdata.load_split(args.data, "val")

@@ -700,9 +700,9 @@ def test_out_of_range_ids_in_a_file_do_not_abort_the_process(tmp_path):
 
 SAVE_LOOP = """
 import sys, time
-import bpe, bpe.tokenizer as T
+import bpe, bpe.files as F
 a, b = bpe.Tokenizer.load(sys.argv[1]), bpe.Tokenizer.load(sys.argv[2])
-real = T.atomic_write
+real = F.atomic_write
 def slow(path, fill):  # write each file in two halves, with a pause between
     def halves(f):
         class Slow:
@@ -710,7 +710,7 @@ def slow(path, fill):  # write each file in two halves, with a pause between
                 f.write(data[: len(data) // 2]); f.flush(); time.sleep(0.003); f.write(data[len(data) // 2 :])
         fill(Slow())
     real(path, halves)
-T.atomic_write = slow
+F.atomic_write = slow
 print("ready", flush=True)
 i = 0
 while True:

@@ -172,3 +172,17 @@ def test_small_corpus_stops_early_with_warning():
     # "ab", " ab" are all a 3-byte corpus can make; the special follows them.
     assert tok.n_vocab == 256 + 2 + 1
     assert tok.special_tokens == {"<|endoftext|>": 258}
+
+
+def test_trainer_decides_the_special_ids():
+    # Special tokens take the ids after the ordinary tokens, in the order
+    # given; the trainer decides them (and builds the encoder with them), and
+    # Tokenizer.train reads them from it instead of working them out again.
+    trainer = bpe._core.Trainer(bpe.GPT4_PATTERN)
+    trainer.feed_texts([(CORPORA / "tinyshakespeare.txt").read_text()[:100_000]])
+    _, vocab = trainer.train(400, False, ["<|fim|>", "<|endoftext|>"])
+    n = len(vocab)
+    assert trainer.special_ids() == [("<|fim|>", n), ("<|endoftext|>", n + 1)]
+    tok = Tokenizer.train((CORPORA / "tinyshakespeare.txt").read_text()[:100_000], 402,
+                          special_tokens=["<|fim|>", "<|endoftext|>"], progress=False)
+    assert list(tok.special_tokens.items()) == [("<|fim|>", n), ("<|endoftext|>", n + 1)]

@@ -48,6 +48,9 @@ pub(super) struct Trainer {
     /// The encoder `train` built, and the special tokens it was given (see
     /// `encoder`).
     built: Option<(FxHashMap<String, Rank>, Encoder)>,
+    /// The ids `train` gave the special tokens, in the order given: after the
+    /// ordinary tokens. Decided here only; Python reads them (`special_ids`).
+    assigned: Vec<(String, Rank)>,
 }
 
 /// What `Trainer::train` makes from the merges as they come: the Python
@@ -107,7 +110,7 @@ impl Trainer {
     #[new]
     fn new(pattern: &str) -> PyResult<Self> {
         let splitter = guard(|| Splitter::new(pattern))?;
-        Ok(Trainer { splitter, counts: ChunkCounts::default(), tokens: Vec::new(), built: None })
+        Ok(Trainer { splitter, counts: ChunkCounts::default(), tokens: Vec::new(), built: None, assigned: Vec::new() })
     }
 
     /// Counts a batch of documents (each str is one document), all cores, GIL released.
@@ -234,13 +237,20 @@ impl Trainer {
             guard(|| learnt.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         });
         learnt?;
-        let special_ids: FxHashMap<String, Rank> =
+        let assigned: Vec<(String, Rank)> =
             specials.into_iter().enumerate().map(|(i, s)| (s, (made.tokens.len() + i) as Rank)).collect();
+        let special_ids: FxHashMap<String, Rank> = assigned.iter().cloned().collect();
         let (tokens, splitter) = (made.tokens, self.splitter.clone());
         let enc = guard(|| Encoder::from_vocab(made.encoder_vocab, &tokens, special_ids.clone(), splitter))?;
         self.tokens = tokens;
         self.built = Some((special_ids, enc));
+        self.assigned = assigned;
         Ok((pairs, vocab))
+    }
+
+    /// `[(special token, id)]` as `train` assigned them, in the order given.
+    fn special_ids(&self) -> Vec<(String, Rank)> {
+        self.assigned.clone()
     }
 
     /// The encoder for the vocabulary `train` learnt, built from the tokens

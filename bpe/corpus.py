@@ -1,0 +1,101 @@
+"""The corpus: what turns training sources (texts, files, iterables of
+both) into documents for the Rust trainer, streamed in batches.
+
+Rust reads files itself (in ~1 MB segments, on all cores); Python only checks
+each path and hands texts over in batches, so memory grows with the number of
+distinct chunks, never with the size of the corpus.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Iterable, Union
+
+from bpe import _core
+from bpe.files import check_text_file
+
+Source = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
+
+
+def replace_surrogates(text: str) -> str:
+    # Lone surrogates cannot be UTF-8 encoded; tiktoken replaces them with
+    # U+FFFD this way, so we do too (ids then match tiktoken's).
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+# Documents are handed to Rust in batches of about this many characters: big
+# enough to keep all cores busy, small enough to bound memory when streaming.
+_BATCH_CHARS = 8 << 20
+
+
+class Fed:
+    """What ``_feed`` gave the trainer: enough to call an empty corpus by its name."""
+
+    def __init__(self):
+        self.n_texts = self.text_chars = self.file_bytes = 0
+        self.files: list[str] = []
+
+    def empty(self) -> bool:
+        return self.text_chars == 0 and self.file_bytes == 0
+
+    def describe(self) -> str:
+        parts = []
+        if self.n_texts or not self.files:
+            parts.append("no texts" if not self.n_texts else f"{self.n_texts} empty text(s)")
+        if self.files:
+            shown = ", ".join(self.files[:3]) + (", ..." if len(self.files) > 3 else "")
+            parts.append(f"{len(self.files)} empty file(s): {shown}")
+        return " and ".join(parts)
+
+
+def feed(trainer: _core.Trainer, source: Source, progress: bool) -> Fed:
+    """Streams ``source`` into the trainer (see Tokenizer.train)."""
+    fed = Fed()
+    if isinstance(source, str):
+        if len(source) < 4096 and "\n" not in source and os.path.isfile(source):
+            warnings.warn(
+                f"training on the text {source!r} itself, which is also the name of a file; "
+                f"to train on the file, pass pathlib.Path({source!r})",
+                stacklevel=3,
+            )
+        fed.n_texts, fed.text_chars = 1, len(source)
+        feed_texts(trainer, [source])
+        return fed
+    if isinstance(source, (bytes, bytearray)):
+        raise TypeError("source must be text (str) or paths, not bytes; decode it first")
+    if isinstance(source, os.PathLike):
+        source = [source]
+    batch: list[str] = []
+    size = 0
+    files: list[str] = []
+    for i, item in enumerate(source):
+        if isinstance(item, str):
+            batch.append(item)
+            size += len(item)
+            fed.n_texts += 1
+            fed.text_chars += len(item)
+            if size >= _BATCH_CHARS:
+                feed_texts(trainer, batch)
+                batch, size = [], 0
+        elif isinstance(item, os.PathLike):
+            files.append(check_text_file(item))
+            fed.file_bytes += os.path.getsize(files[-1])
+        else:
+            raise TypeError(f"source item {i} is a {type(item).__name__}; expected str (text) or a path")
+    fed.files = files
+    if batch:
+        feed_texts(trainer, batch)
+    if files:
+        trainer.feed_files(files, progress)
+    return fed
+
+
+def feed_texts(trainer: _core.Trainer, texts: list[str]) -> None:
+    try:
+        trainer.feed_texts(texts)
+    except UnicodeEncodeError:
+        # A lone surrogate (from e.g. `errors="surrogateescape"`) has no UTF-8
+        # form. Train on what `encode` will see: U+FFFD in its place, as
+        # tiktoken does. Nothing was counted yet: conversion precedes counting.
+        trainer.feed_texts([replace_surrogates(t) for t in texts])
