@@ -13,8 +13,8 @@ Between documents (each input file is one document) stands the tokenizer's
 ``<|endoftext|>`` id, so a model learns where texts end and never reads one
 document as the continuation of another.
 
-Writing (:func:`write_dataset`) needs only the standard library: ids are
-written with :mod:`array`, so ``bpe encode --out DIR`` works in a core install.
+Writing (:func:`write_dataset`) needs no extra: the Rust core reads, encodes
+and writes the ids, so ``bpe encode --out DIR`` works in a core install.
 Reading (:func:`load_split`, :func:`get_batch`) needs numpy and torch, the
 ``model`` extra: ``pip install -e '.[model]'``.
 
@@ -26,8 +26,6 @@ many documents every document contributes to both splits.
 
 from __future__ import annotations
 
-import array
-import codecs
 import hashlib
 import json
 import math
@@ -35,11 +33,10 @@ import os
 import secrets
 import sys
 import time
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from bpe import _core
 from bpe.files import atomic_write_text, check_readable_file, check_text_file
-from bpe.patterns import pattern_name
 from bpe.specials import ENDOFTEXT
 from bpe.tokenizer import Tokenizer
 
@@ -51,13 +48,9 @@ META = "meta.json"
 SPLITS = ("train", "val")
 DATASET_FORMAT = "bpe-dataset v1"
 
-#: Encoded in pieces of about this many bytes: small enough that a short
-#: corpus (tinyshakespeare, 1 MB) still gives every core a piece, large
-#: enough that the per-call overhead does not matter.
-PIECE_BYTES = 256 << 10
-#: Pieces are handed to Rust in batches of about this many bytes; the ids of
-#: one batch as Python ints take about 9x this in memory, briefly.
-BATCH_BYTES = 8 << 20
+#: Files are read and encoded in blocks of about this many bytes (in Rust:
+#: ``rust/bulk.rs``); peak memory is about three blocks plus their ids.
+BLOCK_BYTES = 16 << 20
 
 NUMPY_MISSING = "reading token datasets needs numpy and torch: pip install -e '.[model]'"
 
@@ -82,13 +75,8 @@ def dtype_for(n_vocab: int) -> str:
     raise ValueError(f"{n_vocab} token ids do not fit in 32 bits")
 
 
-# array typecodes of the right width (checked, since C's int sizes vary)
-def _typecode(dtype: str) -> str:
-    width = {"uint16": 2, "uint32": 4}[dtype]
-    for code in "HILQ":
-        if array.array(code).itemsize == width:
-            return code
-    raise RuntimeError(f"this Python has no {width}-byte unsigned array type")  # pragma: no cover
+def _width(dtype: str) -> int:
+    return {"uint16": 2, "uint32": 4}[dtype]
 
 
 def file_sha256(path) -> str:
@@ -99,14 +87,12 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
-# -- cutting files into pieces --------------------------------------------------
+# -- the split --------------------------------------------------------------------
 #
-# A file is read in blocks and each block ends at a *safe cut point*: just
-# after a '\n' that follows a non-space character and before a letter or
-# digit. The Rust core streams files for training the same way and proves in
-# rust/pretokenize.rs that for the three built-in patterns no chunk crosses
-# such a point, so encoding the pieces separately gives exactly the ids of
-# encoding the whole file. `_core.last_safe_cut` is that same Rust function.
+# The Rust core reads each part of a file in blocks that end at safe cut
+# points (rust/input/mod.rs, rust/bulk.rs): points that, for the built-in
+# patterns, no chunk crosses (proven in rust/pretokenize.rs), so the ids are
+# exactly those of encoding the whole part.
 
 def _split_offset(path: str, size: int, val_fraction: float) -> int:
     """Where ``val.bin``'s part of a file starts: the first line start at or
@@ -148,82 +134,6 @@ def _split_offset(path: str, size: int, val_fraction: float) -> int:
 MAX_UNCUT_BYTES = 64 << 20
 
 
-def _line_of(path: str, offset: int) -> int:
-    """The 1-based line of byte ``offset`` (re-reads the file; for errors only)."""
-    lines = 1
-    with open(path, "rb") as f:
-        while offset > 0:
-            block = f.read(min(offset, 1 << 20))
-            if not block:
-                break
-            lines += block.count(b"\n")
-            offset -= len(block)
-    return lines
-
-
-def _uncut_message(path: str, offset: int, length: int) -> str:
-    return (
-        f"{path}: the {length} bytes from byte offset {offset} (line {_line_of(path, offset)}) hold no point "
-        f"where the text can be cut without changing its chunks (one word, number or white-space run "
-        f"longer than {MAX_UNCUT_BYTES >> 20} MiB); bpe reads at most that much at once: break that text "
-        f"into shorter lines"
-    )
-
-
-class _Piece:
-    __slots__ = ("split", "text", "n_bytes", "doc_start")
-
-    def __init__(self, split: str, text: str, n_bytes: int, doc_start: bool):
-        self.split, self.text, self.n_bytes, self.doc_start = split, text, n_bytes, doc_start
-
-
-def _decode(data: bytes, path: str, offset: int, final: bool = True) -> str:
-    """``data`` as text; ``final=False`` lets it end inside a character."""
-    try:
-        return codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
-    except UnicodeDecodeError as e:
-        at = offset + e.start
-        raise ValueError(
-            f"{path} is not valid UTF-8 at byte offset {at} (line {_line_of(path, at)}); convert it to UTF-8"
-        ) from None
-
-
-def _file_pieces(
-    path: str, val_fraction: float, cuttable: bool, piece_bytes: int, line_cuts_only: bool = False
-) -> Iterator[_Piece]:
-    """The pieces of one file, in order, each tagged with its split."""
-    size = os.path.getsize(path)
-    split_at = _split_offset(path, size, val_fraction)
-    with open(path, "rb") as f:
-        for split, start, end in (("train", 0, split_at), ("val", split_at, size)):
-            if end <= start:
-                continue
-            f.seek(start)
-            if not cuttable:
-                data = f.read(end - start)
-                yield _Piece(split, _decode(data, path, start), len(data), True)
-                continue
-            pos, carry, first = start, b"", True
-            while pos < end or carry:
-                # A long carry (no cut point yet) doubles the read: linear, not
-                # quadratic, in the length of a long line.
-                block = f.read(min(max(piece_bytes, len(carry)), end - pos))
-                pos += len(block)
-                data = carry + block
-                cut = _core.last_safe_cut(data) if pos < end else len(data)
-                if cut is not None and line_cuts_only and pos < end and data[cut - 1] != 0x0A:
-                    cut = None  # a word cut, which an allowed special token could straddle
-                if cut is None:  # no safe point yet: read on (the piece grows)
-                    if len(data) >= MAX_UNCUT_BYTES:
-                        _decode(data, path, pos - len(data), final=False)  # bad bytes: name them first
-                        raise ValueError(_uncut_message(path, pos - len(data), len(data)))
-                    carry = data
-                    continue
-                offset = pos - len(data)
-                yield _Piece(split, _decode(data[:cut], path, offset), cut, first)
-                carry, first = data[cut:], False
-
-
 # -- writing -------------------------------------------------------------------
 
 
@@ -233,23 +143,13 @@ class _Writer:
     def __init__(self, final: str, dtype: str):
         self.final = final
         self.tmp = os.path.join(os.path.dirname(final), f".bpe-{os.getpid()}-{secrets.token_hex(6)}.tmp")
-        self.typecode = _typecode(dtype)
         self.f = open(self.tmp, "xb")
         self.tokens = 0
         self.bytes = 0
         self.documents = 0
 
-    def write(self, ids: Sequence[int]) -> None:
-        a = array.array(self.typecode, ids)  # OverflowError if an id does not fit
-        if sys.byteorder != "little":  # the files are little-endian everywhere
-            a.byteswap()
-        a.tofile(self.f)
-        self.tokens += len(a)
-
     def finish(self) -> None:
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
+        self.f.close()  # (the core wrote and synced it)
 
     def commit(self) -> None:
         os.replace(self.tmp, self.final)
@@ -309,14 +209,14 @@ def write_dataset(
     allow_special: bool = False,
     num_threads: int | None = None,
     progress: bool | None = None,
-    piece_bytes: int = PIECE_BYTES,
+    block_bytes: int = BLOCK_BYTES,
 ) -> dict:
     """Encodes ``files`` (each one document) with the tokenizer saved at
     ``tokenizer_path`` into ``out_dir/train.bin``, ``val.bin`` and
     ``meta.json``; returns the metadata written.
 
-    Files are streamed (memory does not grow with their size) and encoded in
-    parallel by the Rust core. Special-token text in the files is ordinary
+    Files are streamed (memory does not grow with their size: about 100 MB
+    at peak) and read, cut and encoded on all cores by the Rust core. Special-token text in the files is ordinary
     text unless ``allow_special``. Nothing in ``out_dir`` changes unless
     everything succeeds; ``out_dir`` is created (one level) if missing, and
     removed again if this call created it and then failed.
@@ -339,16 +239,6 @@ def write_dataset(
     out_dir = os.fspath(out_dir)
     created = _prepare_dir(out_dir)
 
-    # Cutting is exact only for the built-in patterns, and only if no special
-    # token that we turn into its id could straddle a cut: a line cut needs a
-    # '\n' in it; a word cut (a letter, then no letter: "<|endoftext|>" has
-    # one) is then not used, only line cuts.
-    cuttable = pattern_name(tok.pattern) is not None and not (
-        allow_special and any("\n" in s for s in tok.special_tokens)
-    )
-    line_cuts_only = allow_special and any(
-        _core.last_safe_cut(s.encode("utf-8")) is not None for s in tok.special_tokens
-    )
     if progress is None:
         progress = sys.stderr.isatty()
     total = sum(os.path.getsize(p) for p in paths)
@@ -357,39 +247,28 @@ def write_dataset(
     try:
         for split in SPLITS:
             writers[split] = _Writer(os.path.join(out_dir, f"{split}.bin"), dtype)
-        done = 0
-
-        def flush(batch: list[_Piece]) -> None:
-            nonlocal done
-            ids = tok.encode_batch(
-                [p.text for p in batch],
-                num_threads=num_threads,
-                allowed_special="all" if allow_special else (),
-                disallowed_special=(),
-            )
-            for piece, piece_ids in zip(batch, ids):
-                w = writers[piece.split]
-                if piece.doc_start:
-                    if w.documents and eot is not None:
-                        w.write([eot])
-                    w.documents += 1
-                w.write(piece_ids)
-                w.bytes += piece.n_bytes
-                done += piece.n_bytes
-            bar.update(done, sum(w.tokens for w in writers.values()))
-
-        batch: list[_Piece] = []
-        size = 0
+        # Each file's first (1 - val_fraction) to train.bin, the rest to
+        # val.bin: a document in each. The core reads, cuts (at points that
+        # change no id) and encodes them on all cores, and appends the ids,
+        # the end-of-text id between documents.
+        segments = []
         for path in paths:
-            for piece in _file_pieces(path, val_fraction, cuttable, piece_bytes, line_cuts_only):
-                batch.append(piece)
-                size += piece.n_bytes
-                if size >= BATCH_BYTES:
-                    flush(batch)
-                    batch, size = [], 0
-        if batch:
-            flush(batch)
-        bar.update(done, sum(w.tokens for w in writers.values()), final=True)
+            size = os.path.getsize(path)
+            split_at = _split_offset(path, size, val_fraction)
+            for k, (split, start, end) in enumerate((("train", 0, split_at), ("val", split_at, size))):
+                if end > start:
+                    segments.append((path, start, end, k, True))
+                    writers[split].documents += 1
+                    writers[split].bytes += end - start
+        counts = _core.write_ids(
+            tok._core, segments, [w.tmp for w in writers.values()],
+            list(tok.special_tokens) if allow_special else [], eot,
+            0 if num_threads is None else num_threads, _width(dtype), block_bytes,
+            lambda done: bar.update(done, 0),
+        )
+        for w, n in zip(writers.values(), counts):
+            w.tokens = n
+        bar.update(total, sum(counts), final=True)
 
         if writers["train"].tokens == 0:
             raise ValueError("the input files are empty: there is nothing to train on")

@@ -21,6 +21,7 @@ import warnings
 from typing import Collection, Iterable, Literal, Sequence
 
 from bpe import _core, fileformat
+from bpe.bulk import BulkEncoding, _threads
 from bpe.corpus import Source, feed, replace_surrogates
 from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, parse_tiktoken_lines, tiktoken_lines
 from bpe.files import PathLike, atomic_write_text
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-class Tokenizer:
+class Tokenizer(BulkEncoding):
     """A byte-level BPE tokenizer. Build one with :meth:`train` or :meth:`load`."""
 
     def __init__(
@@ -215,6 +216,7 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | Collection[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        num_threads: int | None = 1,
     ) -> list[int]:
         """Encodes text, with tiktoken's special-token semantics.
 
@@ -230,7 +232,12 @@ class Tokenizer:
         collection. It is freed by reference counting as usual; only a cycle
         you build *through* it (by putting into it an object that refers back
         to it) is never collected. ``list(ids)`` gives an ordinary copy.
+
+        ``num_threads`` (default 1; None: all cores) shares a large text
+        (megabytes) out to threads, cut at points that change no id.
         """
+        if num_threads != 1:
+            return self._encode_parallel(text, allowed_special, disallowed_special, num_threads, None)
         if disallowed_special == "all" and not allowed_special:
             # The default policy, in one call into Rust: short strings are
             # where per-call overhead shows, and most calls use the default.
@@ -254,17 +261,22 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | Collection[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        num_threads: int | None = 1,
     ):
         """:meth:`encode`, returning a ``numpy.uint32`` array instead of a
         list: no Python int is made per token, which makes large texts
         faster to encode and 7 times smaller to hold (4 bytes per id instead
-        of a list slot and an int object). Needs numpy."""
+        of a list slot and an int object). Needs numpy. ``num_threads`` as
+        for :meth:`encode`."""
         try:
             import numpy as np
         except ImportError:
             raise ImportError(
                 "encode_to_numpy needs numpy: pip install numpy (or use encode(), which returns a list)"
             ) from None
+        if num_threads != 1:
+            return np.frombuffer(self._encode_parallel(text, allowed_special, disallowed_special, num_threads, 4),
+                                 dtype="<u4")
         allowed = self._allowed(allowed_special)
         self._check_disallowed(text, allowed, disallowed_special)
         try:
@@ -301,6 +313,15 @@ class Tokenizer:
             k, found = out
             raise disallowed_error(found, f"texts[{k}]")
         return out
+
+    def _encode_parallel(self, text, allowed_special, disallowed_special, num_threads, width):
+        threads = _threads(num_threads)
+        allowed = self._allowed(allowed_special)
+        self._check_disallowed(text, allowed, disallowed_special)
+        try:
+            return self._core.encode_parallel(text, list(allowed), threads, width)
+        except UnicodeEncodeError:
+            return self._core.encode_parallel(replace_surrogates(text), list(allowed), threads, width)
 
     def _allowed(self, allowed_special) -> set[str]:
         if allowed_special == "all":

@@ -7,12 +7,14 @@
 //! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
 //! - [`lexer`]: hand-written lexers for those three patterns;
 //! - [`pretokenize`]: the `Splitter` (lexer or regex), safe cut points, `cut_at`;
+//! - [`input`]: reading byte ranges of text files in blocks that end at safe cut points;
 //! - [`chars`]: which characters encoding may start whole;
 //! - [`pairs`]: which pairs of ASCII bytes encoding may start whole;
 //! - [`encode`]: turning text into ids with a vocabulary, and back (`merge.rs`: the merges);
 //! - [`train`]: counting chunks and learning merges (one file per idea, see `train/mod.rs`);
 //! - [`pieces`]: long inputs in pieces, so that the bindings can see Ctrl-C between them;
 //! - [`batch`]: the parallel scheduler of a batch of texts, free of Python;
+//! - [`bulk`]: encoding files on all cores into a sink (a flat array, `.bin` files);
 //! - `py` (feature `python`): the Python bindings only, thin (see `py/mod.rs`);
 //! - `fuzzing` (feature `fuzzing`, and tests): the fuzz targets' logic.
 //!
@@ -23,12 +25,14 @@ pub mod vocab;
 pub mod patterns;
 pub mod lexer;
 pub mod pretokenize;
+pub mod input;
 pub mod chars;
 pub mod pairs;
 pub mod encode;
 pub mod train;
 pub mod pieces;
 pub mod batch;
+pub mod bulk;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

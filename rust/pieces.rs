@@ -12,7 +12,7 @@ use rustc_hash::FxHashSet;
 
 use crate::encode::{ids_buffer, Encoder, Memo};
 use crate::vocab::Rank;
-use crate::pretokenize::{cut_at, is_safe_cut, is_word_cut, Splitter};
+use crate::pretokenize::{cut_at, is_safe_cut, is_word_cut, last_safe_cut, Splitter};
 use crate::train::{self, ChunkCounts};
 
 /// About this many bytes are encoded or counted between two calls of `between`.
@@ -54,6 +54,38 @@ pub fn encode_with(
     Ok(out)
 }
 
+/// `enc.encode(text, allowed)` on the threads of `pool`: the text cut into
+/// pieces (as for [`encode`]) that the threads encode at once, for a single
+/// large text. Texts too short to share out, and custom patterns, are
+/// encoded whole on this thread.
+pub fn encode_parallel(
+    enc: &Encoder,
+    text: &str,
+    allowed: &FxHashSet<String>,
+    pool: &rayon::ThreadPool,
+) -> Result<Vec<Rank>, String> {
+    use rayon::prelude::*;
+    let threads = pool.current_num_threads();
+    // A piece per quarter of a thread's share, between 256 KiB and 4 MiB.
+    let target = (text.len() / (4 * threads)).clamp(256 << 10, 4 << 20);
+    if threads <= 1 || !enc.splitter().cuttable() || text.len() < 2 * target {
+        return enc.encode(text, allowed);
+    }
+    let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
+    let pieces = cut(text, target, &avoid);
+    let ids: Vec<Vec<Rank>> = pool.install(|| {
+        pieces
+            .par_iter()
+            .map_init(Memo::default, |memo, piece| {
+                let mut ids = ids_buffer(piece.len());
+                enc.encode_into(piece, allowed, memo, &mut ids)?;
+                Ok(ids)
+            })
+            .collect::<Result<_, String>>()
+    })?;
+    Ok(ids.concat())
+}
+
 /// `train::count_documents(splitter, docs)` in groups of about
 /// `group_bytes`, calling `between` before each group. Each group is counted
 /// on all cores, as a whole call would be.
@@ -89,20 +121,37 @@ pub fn count_documents_interruptibly(
 /// pieces concatenate to `text`.
 pub fn cut<'t>(text: &'t str, target: usize, avoid: &[&str]) -> Vec<&'t str> {
     let b = text.as_bytes();
-    // Does an occurrence of one of `avoid` start before `p` and end after it?
-    let straddled = |p: usize| {
-        avoid.iter().any(|s| {
-            let lo = (p + 1).saturating_sub(s.len());
-            let hi = (p + s.len()).saturating_sub(1).min(b.len());
-            memchr::memmem::find_iter(&b[lo..hi], s.as_bytes()).any(|i| lo + i < p)
-        })
-    };
     let next = |from: usize| {
         // Cut points are character starts: skip continuation bytes.
         (from.max(1)..b.len())
-            .find(|&p| (b[p] & 0xc0) != 0x80 && (is_word_cut(b, p) || is_safe_cut(b, p)) && !straddled(p))
+            .find(|&p| (b[p] & 0xc0) != 0x80 && (is_word_cut(b, p) || is_safe_cut(b, p)) && !straddled(b, p, avoid))
     };
     cut_at(text, target, next)
+}
+
+/// Does an occurrence of one of `avoid` in `b` start before `p` and end after it?
+fn straddled(b: &[u8], p: usize, avoid: &[&str]) -> bool {
+    avoid.iter().any(|s| {
+        let lo = (p + 1).saturating_sub(s.len());
+        let hi = (p + s.len()).saturating_sub(1).min(b.len());
+        lo < hi && memchr::memmem::find_iter(&b[lo..hi], s.as_bytes()).any(|i| lo + i < p)
+    })
+}
+
+/// The last point of `b` (bytes read so far from a longer text) where a
+/// block may end: a line cut or else a word cut (`last_safe_cut`) inside no
+/// occurrence of a string in `avoid`, far enough from the end of `b` that an
+/// occurrence running on past it could not straddle it.
+pub fn last_cut_avoiding(b: &[u8], avoid: &[&str]) -> Option<usize> {
+    let margin = avoid.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut end = b.len().checked_sub(margin)?;
+    loop {
+        let p = last_safe_cut(&b[..end])?;
+        if !straddled(b, p, avoid) {
+            return Some(p);
+        }
+        end = p - 1;
+    }
 }
 
 /// Splits `0..sizes.len()` into consecutive ranges of about `group_bytes`
@@ -159,6 +208,20 @@ mod tests {
                     let expect_calls = enc.splitter().cuttable() && 2 * piece < text.len();
                     assert_eq!(calls > 0, expect_calls, "{pattern} {allowed:?} {piece}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_encoding_equals_whole() {
+        let text = "The theme\nthen <|end|> in an\n\n  a\nb Anthem 123\n".repeat(30_000);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        for pattern in [GPT4_PATTERN, GPT4O_PATTERN, r"\s+|\w+|[^\s\w]+"] {
+            let enc = encoder(pattern);
+            for allowed in [vec![], vec!["<|end|>", "a\nb"]] {
+                let allowed: FxHashSet<String> = allowed.into_iter().map(String::from).collect();
+                let whole = enc.encode(&text, &allowed).unwrap();
+                assert!(encode_parallel(&enc, &text, &allowed, &pool).unwrap() == whole, "{pattern} {allowed:?}");
             }
         }
     }

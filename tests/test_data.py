@@ -99,7 +99,7 @@ def test_streaming_in_pieces_gives_the_ids_of_the_whole(tmp_path, piece_bytes, p
     src.write_text(text, encoding="utf-8", newline="")
     tok = bpe.Tokenizer.train(text, 500, pattern=pattern, progress=False)
     tok.save(tmp_path / "t.bpe")
-    meta = bdata.write_dataset([src], tmp_path / "t.bpe", tmp_path / "ds", piece_bytes=piece_bytes, progress=False)
+    meta = bdata.write_dataset([src], tmp_path / "t.bpe", tmp_path / "ds", block_bytes=piece_bytes, progress=False)
     train_text, val_text = split_text(src, meta["splits"]["train"]["bytes"])
     assert read_ids(tmp_path / "ds", "train") == tok.encode_ordinary(train_text)
     assert read_ids(tmp_path / "ds", "val") == tok.encode_ordinary(val_text)

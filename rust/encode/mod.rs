@@ -27,8 +27,10 @@ use crate::pairs::Pairs;
 use crate::pretokenize::Splitter;
 use crate::vocab::{pack, Rank, Vocab, MAX_ID, NONE};
 
+mod cache;
 mod merge;
 
+pub use cache::{CacheInfo, ChunkCache, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
 use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
 
 /// The ids of chunks that took merging, kept while one thread encodes.
@@ -120,6 +122,8 @@ pub struct Encoder {
     /// longest first so that a special token that is a prefix of another never
     /// shadows it. `None` when there are no special tokens.
     special_regex: Option<regex::Regex>,
+    /// The ids of merged chunks, kept from call to call (see `cache.rs`).
+    cache: ChunkCache,
 }
 
 impl Encoder {
@@ -206,11 +210,17 @@ impl Encoder {
             let alternation: Vec<String> = texts.iter().map(|t| regex::escape(t)).collect();
             Some(regex::Regex::new(&alternation.join("|")).map_err(|e| e.to_string())?)
         };
-        Ok(Encoder { vocab, chars, pairs, specials, decoder, splitter, special_regex })
+        let cache = ChunkCache::new(DEFAULT_CACHE_BYTES);
+        Ok(Encoder { vocab, chars, pairs, specials, decoder, splitter, special_regex, cache })
     }
 
     pub fn splitter(&self) -> &Splitter {
         &self.splitter
+    }
+
+    /// The chunk cache (to size, clear or inspect it).
+    pub fn cache(&self) -> &ChunkCache {
+        &self.cache
     }
 
     /// The texts of the special tokens (for `pieces.rs`: where not to cut).
@@ -296,6 +306,7 @@ impl Encoder {
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
         let mut err = None;
+        let cache_on = self.cache.enabled();
         self.splitter.for_each_chunk(text, |chunk| {
             if err.is_some() {
                 return;
@@ -307,9 +318,19 @@ impl Encoder {
             } else if let Some(ids) = memo.get(chunk) {
                 out.extend_from_slice(ids);
             } else {
+                // Not seen this call: the cache of earlier calls, else merge.
                 let start = out.len();
+                if cache_on && self.cache.get_into(chunk, out) {
+                    memo.insert(chunk, &out[start..]);
+                    return;
+                }
                 match self.merge_chunk(chunk, out) {
-                    Ok(()) => memo.insert(chunk, &out[start..]),
+                    Ok(()) => {
+                        memo.insert(chunk, &out[start..]);
+                        if cache_on {
+                            self.cache.insert(chunk, &out[start..]);
+                        }
+                    }
                     Err(e) => err = Some(e),
                 }
             }
@@ -555,6 +576,41 @@ mod tests {
         // the words after it are in it.
         assert!(memo.ids.len() < Memo::MAX_IDS && memo.get(b" then").is_some());
         assert!(memo.get(b" anthemanthemanthem").is_some() && memo.get(b" anthemanthemanthe").is_none());
+    }
+
+    /// The chunk cache changes no id: on, off, tiny (so always full and
+    /// starting afresh), cleared, and shared by threads.
+    #[test]
+    fn cache_is_invisible() {
+        let ranks = byte_ranks(&["th", "the", "he", "en", "an", "ant", " t", " th", " the", "em"]);
+        let enc = Encoder::new(ranks, FxHashMap::default(), GPT4_PATTERN).unwrap();
+        let words = ["then", " anthem", " theme", " thanthemanthemanthem", "enanthem", " é", "\n\n", " 12345"];
+        let text: String = (0..5000).map(|i| words[(i * 7 + i / 3) % words.len()]).collect();
+        enc.cache().set_capacity(0);
+        let plain = enc.encode_ordinary(&text).unwrap();
+        for capacity in [DEFAULT_CACHE_BYTES, 64 * 50, 0, 1 << 20] {
+            enc.cache().set_capacity(capacity);
+            for _ in 0..2 {
+                assert_eq!(enc.encode_ordinary(&text).unwrap(), plain, "capacity {capacity}");
+            }
+            let info = enc.cache().info();
+            assert!(info.bytes <= capacity, "{} > {capacity}", info.bytes);
+            if capacity == 0 || capacity >= 1 << 20 {
+                assert_eq!(info.hits > 0, capacity > 0, "capacity {capacity}: {} hits", info.hits);
+            }
+            enc.cache().clear();
+            assert_eq!(enc.encode_ordinary(&text[..999]).unwrap(), enc.encode_ordinary(&text[..999]).unwrap());
+        }
+        std::thread::scope(|s| {
+            for k in 0..4 {
+                let (enc, text, plain) = (&enc, &text, &plain);
+                s.spawn(move || {
+                    for _ in 0..3 {
+                        assert_eq!(&enc.encode_ordinary(text).unwrap(), plain, "thread {k}");
+                    }
+                });
+            }
+        });
     }
 
     #[test]

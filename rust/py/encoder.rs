@@ -8,16 +8,16 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::errors::{check_interrupt, guard};
-use super::lists::{bytearray_of, empty_list, fill_lists, ids_of, list_of};
+use super::lists::{bytearray_of, bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
 use crate::batch;
-use crate::encode::Encoder;
+use crate::encode::{Encoder, Memo};
 use crate::pieces;
 use crate::vocab::Rank;
 
 /// An encoder: vocabulary (bytes -> rank), special tokens and split pattern.
 #[pyclass(module = "bpe._core", frozen)]
 pub(super) struct CoreBPE {
-    enc: Encoder,
+    pub(super) enc: Encoder,
     /// One Python int per id, made on first use and shared by every list we
     /// return: a fresh int per token (an allocation, and a free when the list
     /// dies) cost more than the encoding (see docs/performance.md, "Shared
@@ -178,6 +178,96 @@ impl CoreBPE {
         fill_lists(py, &lists, &ids, self.ints(py)?, &pool)?;
         // The lists stay untracked (see `lists::untracked`).
         Ok(PyList::new(py, &lists)?.into_any().unbind())
+    }
+
+    /// `encode` on `num_threads` threads (0: all cores) for one large text
+    /// (see `pieces::encode_parallel`); as a list, or with `width` (2 or 4)
+    /// as a bytearray of ids of that width.
+    #[pyo3(signature = (text, allowed_special, num_threads, width=None))]
+    fn encode_parallel<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        allowed_special: Vec<String>,
+        num_threads: usize,
+        width: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let allowed = allowed_set(allowed_special);
+        let ids = py.allow_threads(|| {
+            guard(|| pieces::encode_parallel(&self.enc, text, &allowed, &*batch::thread_pool(num_threads)?))
+        })?;
+        Ok(match width {
+            Some(w) => bytearray_of_width(py, &ids, w)?.into_any(),
+            None => self.list(py, &ids)?.into_any(),
+        })
+    }
+
+    /// `encode_batch` into one flat array: `(ids, offsets)`, ids as a
+    /// bytearray of `width`-byte little-endian ids, offsets (u64) where
+    /// each text's ids start, then their number. Or, as `encode_batch`,
+    /// `(index, token)` of the first text holding a disallowed special token.
+    fn encode_batch_flat<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyString>>,
+        allowed_special: Vec<String>,
+        disallowed_special: Vec<String>,
+        num_threads: usize,
+        width: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use rayon::prelude::*;
+        let texts: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
+        let allowed = allowed_set(allowed_special);
+        let pool = guard(|| batch::thread_pool(num_threads))?;
+        let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), pool.current_num_threads());
+        let (texts, allowed, runs, disallowed) = (&texts, &allowed, &runs, &disallowed_special);
+        let found = py.allow_threads(|| {
+            guard(|| {
+                Ok(pool.install(|| {
+                    texts.par_iter().enumerate().find_map_first(|(k, t)| {
+                        self.enc.find_special(t, disallowed).map(|s| (k, s.to_string()))
+                    })
+                }))
+            })
+        })?;
+        if let Some(found) = found {
+            return Ok(found.into_pyobject(py)?.into_any());
+        }
+        let (ids, offsets) = py.allow_threads(|| -> PyResult<_> {
+            let lists = pool.install(|| {
+                runs.par_iter()
+                    .map_init(Memo::default, |memo, r| guard(|| self.enc.encode_each(&texts[r.clone()], allowed, memo)))
+                    .collect::<PyResult<Vec<_>>>()
+            })?;
+            let mut offsets = Vec::with_capacity(texts.len() + 1);
+            let mut n = 0u64;
+            for l in lists.iter().flatten() {
+                offsets.push(n);
+                n += l.len() as u64;
+            }
+            offsets.push(n);
+            Ok((lists.into_iter().flatten().flatten().collect::<Vec<Rank>>(), offsets))
+        })?;
+        if width == 2 && ids.iter().any(|&id| id > u16::MAX as Rank) {
+            return Err(pyo3::exceptions::PyValueError::new_err("a token id does not fit in 16 bits"));
+        }
+        Ok((bytearray_of_width(py, &ids, width)?, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
+    }
+
+    /// The chunk cache (see `encode/cache.rs`): its cap, size and counts.
+    fn cache_info(&self) -> (usize, usize, usize, u64, u64) {
+        let i = self.enc.cache().info();
+        (i.capacity, i.bytes, i.entries, i.hits, i.misses)
+    }
+
+    /// Empties the chunk cache.
+    fn clear_cache(&self) {
+        self.enc.cache().clear();
+    }
+
+    /// Sets the chunk cache's cap in bytes (0: off), emptying it.
+    fn set_cache_capacity(&self, capacity: usize) {
+        self.enc.cache().set_capacity(capacity);
     }
 
     /// The first of `tokens` found in `text` (leftmost), or None.

@@ -109,7 +109,18 @@ pub(super) fn fill_lists(
 /// `new_with` would zero them first, each pass over fresh memory costing its
 /// page faults.
 pub(super) fn bytearray_of<'py>(py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyByteArray>> {
-    let n = ids.len() * 4;
+    bytearray_of_width(py, ids, 4)
+}
+
+/// [`bytearray_of`] with `width` bytes per id: 2 (u16, for vocabularies of
+/// up to 65,536 ids, whose ids all fit), 4 (u32) or 8 (u64, for offsets).
+pub(super) fn bytearray_of_width<'py, T: Copy + Into<u64>>(
+    py: Python<'py>,
+    ids: &[T],
+    width: usize,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    assert!(matches!(width, 2 | 4 | 8), "width {width}");
+    let n = ids.len() * width;
     // SAFETY: a NULL source asks for an uninitialised array of n bytes;
     // the result is a new reference, or NULL with an exception set.
     let p = unsafe { pyo3::ffi::PyByteArray_FromStringAndSize(std::ptr::null(), n as pyo3::ffi::Py_ssize_t) };
@@ -120,8 +131,8 @@ pub(super) fn bytearray_of<'py>(py: Python<'py>, ids: &[Rank]) -> PyResult<Bound
     let array = unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked::<PyByteArray>() };
     // SAFETY: the array's n bytes, ours alone until it is returned.
     let out = unsafe { std::slice::from_raw_parts_mut(pyo3::ffi::PyByteArray_AsString(p).cast::<u8>(), n) };
-    for (o, id) in out.chunks_exact_mut(4).zip(ids) {
-        o.copy_from_slice(&id.to_le_bytes());
+    for (o, &id) in out.chunks_exact_mut(width).zip(ids) {
+        o.copy_from_slice(&id.into().to_le_bytes()[..width]);
     }
     Ok(array)
 }

@@ -5,8 +5,9 @@
 //!
 //! In the order they build on each other: `errors.rs` (panics and errors to
 //! Python exceptions), `lists.rs` (lists of ids written directly: all the
-//! unsafe code), `encoder.rs` (`CoreBPE`), `trainer.rs` (`Trainer`), and
-//! here the module itself, with `Pretokenizer` and two functions.
+//! unsafe code), `encoder.rs` (`CoreBPE`), `bulk.rs` (files
+//! encoded in bulk), `trainer.rs` (`Trainer`), and
+//! here the module itself, with `Pretokenizer` and a test hook.
 
 use pyo3::prelude::*;
 
@@ -15,6 +16,7 @@ use crate::pretokenize::Splitter;
 mod errors;
 mod lists;
 mod encoder;
+mod bulk;
 mod trainer;
 
 use encoder::CoreBPE;
@@ -39,14 +41,6 @@ impl Pretokenizer {
             guard(|| Ok(self.splitter.findall(text)?.into_iter().map(String::from).collect()))
         })
     }
-}
-
-/// The last safe cut point in `data` (see `pretokenize.rs`), or None: where
-/// a block of a streamed file may end without changing any built-in pattern's
-/// chunks. Used by the dataset writer, which streams files in blocks too.
-#[pyfunction]
-fn last_safe_cut(data: &[u8]) -> Option<usize> {
-    crate::pretokenize::last_safe_cut(data)
 }
 
 /// Deliberately panics inside the core, to test that a panic surfaces as a
@@ -85,7 +79,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pretokenizer>()?;
     m.add_class::<Trainer>()?;
     m.add_class::<CoreBPE>()?;
-    m.add_function(wrap_pyfunction!(last_safe_cut, m)?)?;
+    m.add_function(wrap_pyfunction!(bulk::encode_files, m)?)?;
+    m.add_function(wrap_pyfunction!(bulk::write_ids, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }

@@ -1,0 +1,164 @@
+"""Encoding in bulk into numpy arrays, and the chunk cache: the methods of
+:class:`bpe.Tokenizer` for datasets rather than single strings.
+
+Files are read, checked, cut and encoded by the Rust core on all cores
+(``rust/bulk.rs``), and the ids come back as one array, without a Python
+string or int ever made per document or token. This module holds the
+policy only: defaults, the dtype, the separator, argument checks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable, Collection, Literal, Sequence, Union
+
+from bpe import _core
+from bpe.corpus import replace_surrogates
+from bpe.files import PathLike, check_text_file
+from bpe.specials import disallowed_error
+
+if TYPE_CHECKING:  # numpy is optional: only type checkers see it
+    import numpy as np
+
+Specials = Union[Literal["all"], Collection[str]]
+
+
+def _numpy(what: str):
+    try:
+        import numpy as np
+    except ImportError:
+        raise ImportError(f"{what} needs numpy: pip install numpy (or pip install 'bpe[model]')") from None
+    return np
+
+
+def _threads(num_threads: int | None) -> int:
+    """The core's thread count: 0 is all cores."""
+    if num_threads is None:
+        return 0
+    if int(num_threads) < 1:
+        raise ValueError(f"num_threads must be at least 1 (or None for all cores), got {num_threads}")
+    return int(num_threads)
+
+
+class BulkEncoding:
+    """Mixed into :class:`bpe.Tokenizer` (which provides ``_core``,
+    ``n_vocab``, ``special_tokens``, ``_allowed`` and ``_disallowed``)."""
+
+    def _width(self, dtype) -> int:
+        """Bytes per id: the smallest unsigned type that holds every id, or
+        ``dtype`` if given (``"uint16"`` or ``"uint32"``)."""
+        np = _numpy("encoding to arrays")
+        if dtype is None:
+            return 2 if self.n_vocab <= 1 << 16 else 4
+        width = np.dtype(dtype).itemsize
+        if np.dtype(dtype).kind != "u" or width not in (2, 4):
+            raise ValueError(f"dtype must be uint16 or uint32, got {dtype}")
+        if width == 2 and self.n_vocab > 1 << 16:
+            raise ValueError(f"dtype uint16 cannot hold the ids of {self.n_vocab} tokens; use uint32")
+        return width
+
+    def _separator(self, separator: int | str | None) -> int | None:
+        if separator is None or isinstance(separator, int):
+            if separator is not None and not 0 <= separator < self.n_vocab:
+                raise ValueError(f"separator {separator} is not a token id of this vocabulary (0..{self.n_vocab - 1})")
+            return separator
+        if separator not in self.special_tokens:
+            raise ValueError(
+                f"separator {separator!r} is not a special token of this tokenizer "
+                f"(it has {sorted(self.special_tokens) or 'none'}); pass a token id or one of them"
+            )
+        return self.special_tokens[separator]
+
+    @staticmethod
+    def _arrays(raw_ids: bytearray, raw_offsets: bytearray, width: int):
+        np = _numpy("encoding to arrays")
+        ids = np.frombuffer(raw_ids, dtype="<u2" if width == 2 else "<u4")
+        return ids, np.frombuffer(raw_offsets, dtype="<u8").astype(np.int64)
+
+    def encode_files(
+        self,
+        paths: Sequence[PathLike] | PathLike,
+        *,
+        separator: int | str | None = None,
+        num_threads: int | None = None,
+        allowed_special: Specials = frozenset(),
+        disallowed_special: Specials = "all",
+        dtype=None,
+        progress: Callable[[int], object] | None = None,
+    ) -> tuple["np.ndarray", "np.ndarray"]:
+        """Encodes UTF-8 text files (each one document) on all cores; returns
+        ``(ids, offsets)``: every file's ids in one numpy array (``uint16``
+        when every id fits, else ``uint32``; or ``dtype``), and, as
+        ``int64``, the index of each file's first id, then ``len(ids)``
+        (``ids[offsets[i]:offsets[i + 1]]`` is file ``i``, with the separator
+        after it if any).
+
+        The files are read, cut and encoded in Rust; one large file is cut
+        at safe points and shared by all cores, with the ids of encoding it
+        whole. ``separator`` (a token id, or a special token such as
+        ``"<|endoftext|>"``) goes between documents. Special-token text is
+        handled as by :meth:`encode`: ``ValueError`` naming the file and byte
+        offset unless allowed (its id) or ``disallowed_special=()`` (text).
+        ``progress(bytes_done)`` is called between blocks of 16 MiB. Memory:
+        the ids, plus about 100 MB of blocks in flight.
+        """
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            paths = [paths]
+        paths = [check_text_file(p) for p in paths]
+        width = self._width(dtype)
+        allowed = self._allowed(allowed_special)
+        disallowed = sorted(self._disallowed(allowed, disallowed_special))
+        raw_ids, raw_offsets = _core.encode_files(
+            self._core, paths, list(allowed), disallowed, self._separator(separator),
+            _threads(num_threads), width, progress,
+        )
+        return self._arrays(raw_ids, raw_offsets, width)
+
+    def encode_batch_to_numpy(
+        self,
+        texts: Sequence[str],
+        *,
+        num_threads: int | None = None,
+        allowed_special: Specials = frozenset(),
+        disallowed_special: Specials = "all",
+        dtype=None,
+    ) -> tuple["np.ndarray", "np.ndarray"]:
+        """:meth:`encode_batch` into one flat array: ``(ids, offsets)`` as
+        :meth:`encode_files` returns them (text ``i`` is
+        ``ids[offsets[i]:offsets[i + 1]]``). No Python int is made per token."""
+        if isinstance(texts, str):
+            raise TypeError("encode_batch_to_numpy takes a list of str; for one text use encode_to_numpy()")
+        texts = list(texts)
+        width = self._width(dtype)
+        allowed = self._allowed(allowed_special)
+        disallowed = sorted(self._disallowed(allowed, disallowed_special))
+        args = (list(allowed), disallowed, _threads(num_threads), width)
+        try:
+            out = self._core.encode_batch_flat(texts, *args)
+        except UnicodeEncodeError:
+            out = self._core.encode_batch_flat([replace_surrogates(t) for t in texts], *args)
+        if isinstance(out[0], int):
+            k, found = out
+            raise disallowed_error(found, f"texts[{k}]")
+        return self._arrays(*out, width)
+
+    # -- the chunk cache ---------------------------------------------------
+
+    def cache_info(self) -> dict:
+        """The chunk cache: the ids of chunks that took merging, kept from
+        call to call so that no word is merged twice (``rust/encode/cache.rs``).
+        ``capacity`` and ``bytes`` are in bytes; ``hits``/``misses`` count
+        look-ups of chunks that are not one token."""
+        capacity, size, entries, hits, misses = self._core.cache_info()
+        return {"capacity": capacity, "bytes": size, "entries": entries, "hits": hits, "misses": misses}
+
+    def set_cache_size(self, mib: float) -> None:
+        """Caps the chunk cache at ``mib`` MiB (default 64; 0 turns it off),
+        emptying it. The ids never depend on the cache."""
+        if not mib >= 0:
+            raise ValueError(f"the cache size must be at least 0 MiB, got {mib}")
+        self._core.set_cache_capacity(int(mib * (1 << 20)))
+
+    def clear_cache(self) -> None:
+        """Empties the chunk cache (its memory is given back)."""
+        self._core.clear_cache()

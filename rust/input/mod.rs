@@ -1,0 +1,186 @@
+//! Reading text files: byte ranges of files read in blocks that end at safe
+//! cut points (`pretokenize.rs`), checked to be UTF-8, for the bulk encoder
+//! (`bulk.rs`). Nothing here knows about tokens.
+//!
+//! A block ends where a cutter says (the last cut point it accepts in the
+//! bytes read so far); the bytes after it are carried into the next block.
+//! So the blocks of a range concatenate to the range, and every block holds
+//! whole characters. Memory: one block and its carry; a stretch with no cut
+//! point longer than `MAX_UNCUT_BYTES` is an error, not an ever-growing
+//! buffer.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
+
+/// A byte range of a file: `start..end` (`end: None`: to the end of the file).
+#[derive(Clone, Debug)]
+pub struct Range {
+    pub path: PathBuf,
+    pub start: u64,
+    pub end: Option<u64>,
+}
+
+/// One block of text read from range `range` (an index into the ranges),
+/// starting at byte `offset` of its file.
+pub struct Block {
+    pub range: usize,
+    pub offset: u64,
+    pub text: String,
+}
+
+/// The last cut point a block may end at, in the bytes read so far.
+pub type Cutter<'a> = &'a (dyn Fn(&[u8]) -> Option<usize> + Sync);
+
+/// Reads `ranges` one after the other, in blocks of about `block_bytes`.
+pub struct Blocks<'a> {
+    ranges: &'a [Range],
+    block_bytes: usize,
+    cut: Cutter<'a>,
+    /// The range being read, its file, its offset of the next block's first
+    /// byte, and the bytes of it left to read.
+    current: usize,
+    file: Option<File>,
+    offset: u64,
+    left: u64,
+    carry: Vec<u8>,
+}
+
+impl<'a> Blocks<'a> {
+    /// `cut: None`: each range is one block (for patterns whose chunks a cut
+    /// could change; memory then grows with the range).
+    pub fn new(ranges: &'a [Range], block_bytes: usize, cut: Cutter<'a>) -> Blocks<'a> {
+        Blocks { ranges, block_bytes, cut, current: 0, file: None, offset: 0, left: 0, carry: Vec::new() }
+    }
+
+    /// The next block, in order; `None` after the last. An empty range
+    /// gives one empty block (so that every range is seen).
+    pub fn next_block(&mut self) -> Result<Option<Block>, String> {
+        if self.file.is_none() {
+            let Some(range) = self.ranges.get(self.current) else { return Ok(None) };
+            let name = range.path.display();
+            let mut file = File::open(&range.path).map_err(|e| format!("cannot read {name}: {e}"))?;
+            let size = file.metadata().map_err(|e| format!("cannot read {name}: {e}"))?.len();
+            let end = range.end.unwrap_or(size).min(size);
+            file.seek(SeekFrom::Start(range.start)).map_err(|e| format!("cannot read {name}: {e}"))?;
+            self.offset = range.start;
+            self.left = end.saturating_sub(range.start);
+            self.file = Some(file);
+            self.carry.clear();
+        }
+        let path = &self.ranges[self.current].path;
+        let file = self.file.as_mut().expect("opened above");
+        let room = (self.block_bytes as u64).min(self.left) as usize;
+        let mut buf = Vec::with_capacity(room + self.carry.len() + (64 << 10));
+        buf.append(&mut self.carry);
+        let cut = loop {
+            // `read_to_end` on a `Take` reads into the spare capacity without
+            // zeroing it first.
+            let want = (self.block_bytes as u64).min(self.left);
+            let n = file.by_ref().take(want).read_to_end(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            self.left -= n as u64;
+            if n as u64 != want {
+                return Err(format!("cannot read {}: it became shorter while being read", path.display()));
+            }
+            if self.left == 0 {
+                break buf.len();
+            }
+            if let Some(cut) = (self.cut)(&buf) {
+                break cut;
+            }
+            if buf.len() >= MAX_UNCUT_BYTES {
+                // Bad bytes leave no cut point either: name them first.
+                return Err(match std::str::from_utf8(&buf) {
+                    Err(e) if e.error_len().is_some() => not_utf8(path, self.offset, e),
+                    _ => uncut_error(path, self.offset, buf.len()),
+                });
+            }
+            // No cut point yet (one huge line): read more.
+        };
+        self.carry.extend_from_slice(&buf[cut..]);
+        buf.truncate(cut);
+        let text = String::from_utf8(buf).map_err(|e| not_utf8(path, self.offset, e.utf8_error()))?;
+        let block = Block { range: self.current, offset: self.offset, text };
+        self.offset += cut as u64;
+        if self.left == 0 && self.carry.is_empty() {
+            self.file = None;
+            self.current += 1;
+        }
+        Ok(Some(block))
+    }
+}
+
+/// The error for bytes that are not UTF-8, `e` found in the text read from
+/// byte `offset` of the file at `path`.
+pub fn not_utf8(path: &Path, offset: u64, e: std::str::Utf8Error) -> String {
+    let at = offset + e.valid_up_to() as u64;
+    format!(
+        "{} is not valid UTF-8 at byte offset {at}{}; convert it to UTF-8 \
+         (e.g. `iconv -f latin1 -t utf-8`) or remove the bad bytes",
+        path.display(),
+        crate::limits::line_suffix(path, at)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pretokenize::last_safe_cut;
+
+    fn temp(name: &str, bytes: &[u8]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bpe-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    fn read_all(ranges: &[Range], block: usize) -> Result<Vec<(usize, u64, String)>, String> {
+        let mut blocks = Blocks::new(ranges, block, &last_safe_cut);
+        let mut out = vec![];
+        while let Some(b) = blocks.next_block()? {
+            out.push((b.range, b.offset, b.text));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn blocks_tile_the_ranges() {
+        let text = "Hello world, héllo.\nSecond line 12345\n".repeat(50);
+        let a = temp("a.txt", text.as_bytes());
+        let b = temp("b.txt", b"");
+        let ranges = [
+            Range { path: a.clone(), start: 0, end: None },
+            Range { path: b, start: 0, end: None },
+            Range { path: a.clone(), start: 20, end: Some(500) },
+        ];
+        for block in [1, 7, 64, 1 << 20] {
+            let got = read_all(&ranges, block).unwrap();
+            for (k, want) in [(0, &text[..]), (1, ""), (2, &text[20..500])] {
+                let parts: Vec<_> = got.iter().filter(|g| g.0 == k).collect();
+                assert!(!parts.is_empty());
+                let joined: String = parts.iter().map(|g| g.2.as_str()).collect();
+                assert_eq!(joined, want, "block {block} range {k}");
+                let start = if k == 2 { 20 } else { 0 };
+                let mut at = start;
+                for p in parts {
+                    assert_eq!(p.1, at);
+                    at += p.2.len() as u64;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_bytes_are_named_by_offset() {
+        let mut bytes = b"good text\nmore good text\n".repeat(10);
+        bytes[103] = 0xff;
+        let p = temp("bad.txt", &bytes);
+        let err = read_all(&[Range { path: p.clone(), start: 0, end: None }], 16).unwrap_err();
+        assert!(err.contains("not valid UTF-8 at byte offset 103"), "{err}");
+        let err = read_all(&[Range { path: p.with_extension("missing"), start: 0, end: None }], 16).unwrap_err();
+        assert!(err.starts_with("cannot read"), "{err}");
+    }
+}
