@@ -145,16 +145,18 @@ class BulkEncoding:
     # -- the chunk cache ---------------------------------------------------
 
     def cache_info(self) -> dict:
-        """The chunk cache: the ids of chunks that took merging, kept from
-        call to call so that no word is merged twice (``rust/encode/cache.rs``).
-        ``capacity`` and ``bytes`` are in bytes; ``hits``/``misses`` count
-        look-ups of chunks that are not one token."""
-        capacity, size, entries, hits, misses = self._core.cache_info()
-        return {"capacity": capacity, "bytes": size, "entries": entries, "hits": hits, "misses": misses}
+        """The chunk cache: the memos of merged chunks (chunk -> ids) that
+        finished calls leave behind, so that the next call does not merge
+        those chunks again (``rust/encode/memo.rs``). ``capacity`` and
+        ``bytes`` in bytes; ``entries`` the chunks held, ``memos`` how many
+        memos hold them; ``reused``/``fresh`` count the calls (or threads of
+        a batch) that started with a kept memo or an empty one."""
+        keys = ("capacity", "bytes", "entries", "memos", "reused", "fresh")
+        return dict(zip(keys, self._core.cache_info()))
 
     def set_cache_size(self, mib: float) -> None:
-        """Caps the chunk cache at ``mib`` MiB (default 64; 0 turns it off),
-        emptying it. The ids never depend on the cache."""
+        """Caps the chunk cache at ``mib`` MiB (default 64; 0 keeps nothing
+        between calls), emptying it. The ids never depend on the cache."""
         if not mib >= 0:
             raise ValueError(f"the cache size must be at least 0 MiB, got {mib}")
         self._core.set_cache_capacity(int(mib * (1 << 20)))

@@ -69,6 +69,14 @@ fn main() {
             let t = Instant::now();
             let enc = Encoder::new(ranks, FxHashMap::default(), pat).unwrap();
             println!("Encoder::new {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+            // CACHE_MIB=n: the chunk cache's cap (0: off); WARM=FILE: encode
+            // another file first (the cache then holds its words).
+            if let Ok(mib) = std::env::var("CACHE_MIB") {
+                enc.cache().set_capacity(mib.parse::<usize>().unwrap() << 20);
+            }
+            if let Ok(warm) = std::env::var("WARM") {
+                std::hint::black_box(enc.encode_ordinary(&std::fs::read_to_string(warm).unwrap()).unwrap());
+            }
             let split = Splitter::new(pat).unwrap();
             let mb = text.len() as f64 / 1e6;
             let reps: usize = std::env::var("REPS").map_or(5, |v| v.parse().unwrap());
@@ -147,7 +155,7 @@ fn main() {
                         let t = Instant::now();
                         let out: Vec<Vec<Vec<Rank>>> = pool.install(|| {
                             runs.par_iter()
-                                .map_init(bpe::encode::Memo::default, |memo, r| {
+                                .map_init(|| enc.memo(), |memo, r| {
                                     enc.encode_each(&docs[r.clone()], &none, memo).unwrap()
                                 })
                                 .collect()

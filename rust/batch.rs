@@ -38,22 +38,23 @@ pub fn runs(sizes: &[usize], threads: usize) -> Vec<Range<usize>> {
 
 /// Runs `work(k, memo)` for every run `k` in `0..runs`, on the calling thread
 /// and the threads of `workers` (if any), which take the next run nobody has
-/// taken until none is left; each thread keeps one memo (`M::default()`) for
+/// taken until none is left; each thread keeps one memo (`new_memo()`) for
 /// all the runs it takes. Returns the runs' results in run order, or the
 /// batch's first error, which stops it (no run is started after it).
 ///
 /// The calling thread runs `first` before it takes a run, and `between`
 /// before each of its runs (Ctrl-C is seen on the calling thread only).
-pub fn run_batch<M: Default, T: Default + Send, E: Send>(
+pub fn run_batch<M, T: Default + Send, E: Send>(
     runs: usize,
     workers: Option<&rayon::ThreadPool>,
+    new_memo: impl Fn() -> M + Sync,
     first: impl FnOnce() -> Result<(), E>,
     mut between: impl FnMut() -> Result<(), E>,
     work: impl Fn(usize, &mut M) -> Result<T, E> + Sync,
 ) -> Result<Vec<T>, E> {
     let next_run = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let (next_run, stop, work) = (&next_run, &stop, &work);
+    let (next_run, stop, work, new_memo) = (&next_run, &stop, &work, &new_memo);
     // The next run nobody has taken; none after an error or Ctrl-C.
     let take = move || {
         let k = next_run.fetch_add(1, Relaxed);
@@ -84,7 +85,7 @@ pub fn run_batch<M: Default, T: Default + Send, E: Send>(
         if let Err(e) = first() {
             keep(0, Err(e));
         }
-        let mut memo = M::default();
+        let mut memo = new_memo();
         while let Some(k) = take() {
             if let Err(e) = between() {
                 keep(k, Err(e));
@@ -105,7 +106,7 @@ pub fn run_batch<M: Default, T: Default + Send, E: Send>(
             for _ in 0..workers.current_num_threads() {
                 let tx = tx.clone();
                 scope.spawn(move |_| {
-                    let mut memo = M::default();
+                    let mut memo = new_memo();
                     while let Some(k) = take() {
                         let _ = tx.send((k, run(k, &mut memo)));
                     }
@@ -163,9 +164,10 @@ mod tests {
             let runs = runs(&sizes, threads);
             assert!(runs.len() >= 4 * threads, "{} runs", runs.len());
             let (mut firsts, mut betweens) = (0, 0);
-            let got = run_batch::<Memo<'_>, _, _>(
+            let got = run_batch(
                 runs.len(),
                 workers.as_deref(),
+                || enc.memo(),
                 || {
                     firsts += 1;
                     Ok::<(), String>(())
@@ -181,16 +183,17 @@ mod tests {
             assert_eq!(firsts, 1);
             assert!(betweens >= 1 && betweens <= runs.len(), "{betweens}");
             // A failing run, or Ctrl-C on the calling thread, stops the batch.
-            let failed = run_batch::<Memo<'_>, _, _>(
+            let failed = run_batch(
                 runs.len(),
                 workers.as_deref(),
+                Memo::default,
                 || Ok(()),
                 || Ok(()),
                 |k, _| if k == 3 { Err(format!("run {k}")) } else { Ok(vec![vec![k as Rank]]) },
             );
             assert_eq!(failed, Err("run 3".to_string()));
             let interrupted =
-                run_batch::<Memo<'_>, (), _>(runs.len(), workers.as_deref(), || Ok(()), || Err("interrupted"), |_, _| Ok(()));
+                run_batch::<Memo, (), _>(runs.len(), workers.as_deref(), Memo::default, || Ok(()), || Err("interrupted"), |_, _| Ok(()));
             assert_eq!(interrupted, Err("interrupted"));
         }
     }

@@ -16,7 +16,7 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::encode::{ids_buffer, Encoder, Memo};
+use crate::encode::{ids_buffer, Encoder};
 use crate::input::{Block, Blocks, Range};
 use crate::pieces::{cut, last_cut_avoiding};
 use crate::vocab::Rank;
@@ -145,7 +145,7 @@ fn encode_block(
     let pieces = if enc.splitter().cuttable() { cut(text, target, avoid) } else { vec![text] };
     pieces
         .par_iter()
-        .map_init(Memo::default, |memo, piece| {
+        .map_init(|| enc.memo(), |memo, piece| {
             let mut ids = ids_buffer(piece.len());
             enc.encode_into(piece, opts.allowed, memo, &mut ids)?;
             Ok(ids)

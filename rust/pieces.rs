@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::encode::{ids_buffer, Encoder, Memo};
+use crate::encode::{ids_buffer, Encoder};
 use crate::vocab::Rank;
 use crate::pretokenize::{cut_at, is_safe_cut, is_word_cut, last_safe_cut, Splitter};
 use crate::train::{self, ChunkCounts};
@@ -46,7 +46,7 @@ pub fn encode_with(
     let mut out = ids_buffer(text.len());
     // One memo for all pieces: a word merged in the first piece is not
     // merged again in the last.
-    let mut memo = Memo::default();
+    let mut memo = enc.memo();
     for piece in cut(text, piece_bytes, &avoid) {
         between()?;
         enc.encode_into(piece, allowed, &mut memo, &mut out)?;
@@ -76,7 +76,7 @@ pub fn encode_parallel(
     let ids: Vec<Vec<Rank>> = pool.install(|| {
         pieces
             .par_iter()
-            .map_init(Memo::default, |memo, piece| {
+            .map_init(|| enc.memo(), |memo, piece| {
                 let mut ids = ids_buffer(piece.len());
                 enc.encode_into(piece, allowed, memo, &mut ids)?;
                 Ok(ids)

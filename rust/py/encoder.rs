@@ -10,7 +10,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::errors::{check_interrupt, guard};
 use super::lists::{bytearray_of, bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
 use crate::batch;
-use crate::encode::{Encoder, Memo};
+use crate::encode::Encoder;
 use crate::pieces;
 use crate::vocab::Rank;
 
@@ -163,14 +163,12 @@ impl CoreBPE {
             let ids = batch::run_batch(
                 runs.len(),
                 workers.as_deref(),
+                || self.enc.memo(),
                 || {
                     lists = Python::with_gil(|py| (0..texts.len()).map(|_| empty_list(py)).collect::<PyResult<_>>())?;
                     Ok(())
                 },
                 || Python::with_gil(|py| py.check_signals()),
-                // (The memo's type is not written: `&mut Memo<'_>` would make
-                // the closure accept memos of any lifetime, which the borrowed
-                // texts cannot outlive.)
                 |k, memo| guard(|| self.enc.encode_each(&texts[runs[k].clone()], allowed, memo)),
             )?;
             Ok((ids.into_iter().flatten().collect::<Vec<Vec<Rank>>>(), lists))
@@ -236,7 +234,7 @@ impl CoreBPE {
         let (ids, offsets) = py.allow_threads(|| -> PyResult<_> {
             let lists = pool.install(|| {
                 runs.par_iter()
-                    .map_init(Memo::default, |memo, r| guard(|| self.enc.encode_each(&texts[r.clone()], allowed, memo)))
+                    .map_init(|| self.enc.memo(), |memo, r| guard(|| self.enc.encode_each(&texts[r.clone()], allowed, memo)))
                     .collect::<PyResult<Vec<_>>>()
             })?;
             let mut offsets = Vec::with_capacity(texts.len() + 1);
@@ -254,10 +252,12 @@ impl CoreBPE {
         Ok((bytearray_of_width(py, &ids, width)?, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
     }
 
-    /// The chunk cache (see `encode/cache.rs`): its cap, size and counts.
-    fn cache_info(&self) -> (usize, usize, usize, u64, u64) {
+    /// The chunk cache (see `encode/memo.rs`): its cap and size in bytes,
+    /// the chunks and memos it holds, the calls that found a memo in it and
+    /// those that did not.
+    fn cache_info(&self) -> (usize, usize, usize, usize, usize, usize) {
         let i = self.enc.cache().info();
-        (i.capacity, i.bytes, i.entries, i.hits, i.misses)
+        (i.capacity, i.bytes, i.entries, i.memos, i.reused, i.fresh)
     }
 
     /// Empties the chunk cache.

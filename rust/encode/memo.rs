@@ -1,0 +1,274 @@
+//! The memo of merged chunks, and the pool that keeps memos from one call to
+//! the next: the encoder's chunk cache.
+//!
+//! Chunks that are not one token need merging, the slow path; in real text
+//! they are ~8% of chunks but recur (in 10 MB of English, 180k such chunks
+//! are 46k distinct words), so their ids are remembered: chunk -> ids. A
+//! memo is used by one thread at a time, so a look-up takes no lock.
+//!
+//! The `Encoder` keeps the memos of finished calls in a pool (`MemoPool`),
+//! and a call takes one from it (`Encoder::memo`), so a word merged in an
+//! earlier call is not merged again. Taking and giving back cost one
+//! `try_lock` each per call (or per run of a batch), never one per chunk,
+//! and never a wait: if another thread holds the pool's lock, the call
+//! starts with a fresh memo and gives it back only if the lock is free
+//! then. So 16 threads never queue on it. The pool keeps memos while their
+//! memory fits its cap (`set_capacity`, 0: keep none); a memo itself starts
+//! afresh past `MAX_CHUNKS` chunks or `MAX_IDS` ids, which bounds each one.
+//! A memo returns exactly the ids merging gave, so the ids never depend on
+//! what the pool holds.
+//!
+//! Why not one cache shared by all threads (the first version: a direct-
+//! mapped table of seqlocked slots for short chunks, maps behind 64 locks
+//! for long ones, consulted after each call's memo): every chunk the memo
+//! had not seen paid for the shared look-up and insert (atomic operations,
+//! a cache miss), as much as merging a short word costs; on 10 MB of 200
+//! languages, which share few words with the text before, encoding was 20%
+//! slower than without it, on English up to 15% (`examples/profile.rs`,
+//! warmed on another slice).
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use rustc_hash::FxHashMap;
+
+use crate::vocab::{pack, Rank};
+
+/// chunk -> ids for the chunks that took merging.
+#[derive(Default)]
+pub struct Memo {
+    /// chunk -> (start, len) in `ids`, for chunks of up to 15 bytes (most
+    /// of them: 12 bytes on average on FLORES-200), keyed by `pack`: a hit
+    /// compares two integers, where a key of bytes compares them with a
+    /// call to `memcmp` (2.5% of encoding FLORES-200). Keyed so, encoding
+    /// went 2-10% faster on FLORES-200 (o200k and cl100k) and 6-15% on
+    /// English.
+    short: FxHashMap<u128, (u32, u32)>,
+    /// The same for longer chunks (a copy of the bytes each: these are the
+    /// chunks whose merging costs most).
+    long: FxHashMap<Box<[u8]>, (u32, u32)>,
+    ids: Vec<Rank>,
+    /// The bytes of the long keys.
+    long_bytes: usize,
+}
+
+impl Memo {
+    /// Past this many chunks, or this many ids, the memo starts afresh. A
+    /// small memo stays in cache: on 200 languages (FLORES), where words
+    /// recur less, an unbounded one made encoding 15-20% slower than 32k
+    /// chunks; English gained nothing from more. (MAX_IDS is small in unit
+    /// tests, so that they reach it quickly.)
+    pub const MAX_CHUNKS: usize = 1 << 15;
+    pub const MAX_IDS: usize = if cfg!(test) { 1 << 12 } else { 1 << 20 };
+
+    #[inline]
+    pub fn get(&self, chunk: &[u8]) -> Option<&[Rank]> {
+        let found = if chunk.len() <= 15 { self.short.get(&pack(chunk)) } else { self.long.get(chunk) };
+        let &(start, len) = found?;
+        Some(&self.ids[start as usize..(start + len) as usize])
+    }
+
+    #[inline]
+    pub fn insert(&mut self, chunk: &[u8], ids: &[Rank]) {
+        if self.ids.len() + ids.len() > Self::MAX_IDS || self.short.len() + self.long.len() >= Self::MAX_CHUNKS {
+            if ids.len() > Self::MAX_IDS {
+                return;
+            }
+            self.short.clear();
+            self.long.clear();
+            self.ids.clear();
+            self.long_bytes = 0;
+        }
+        let at = (self.ids.len() as u32, ids.len() as u32);
+        if chunk.len() <= 15 {
+            self.short.insert(pack(chunk), at);
+        } else {
+            self.long.insert(chunk.into(), at);
+            self.long_bytes += chunk.len();
+        }
+        self.ids.extend_from_slice(ids);
+    }
+
+    /// The chunks it holds.
+    pub fn len(&self) -> usize {
+        self.short.len() + self.long.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its memory, roughly: the tables' buckets (key, value and control
+    /// byte; a long key's box header too), the long keys' bytes, the ids'
+    /// buffer.
+    pub fn bytes(&self) -> usize {
+        self.short.capacity() * 25 + self.long.capacity() * 41 + self.long_bytes + self.ids.capacity() * 4
+    }
+}
+
+/// The memos of finished calls, kept within `capacity` bytes.
+pub struct MemoPool {
+    memos: Mutex<Vec<Memo>>,
+    capacity: AtomicUsize,
+    /// Calls that found a memo in the pool, and calls that did not.
+    reused: AtomicUsize,
+    fresh: AtomicUsize,
+}
+
+/// The default cap: 64 MiB, room for a dozen full memos (16 threads rarely
+/// fill theirs: 10 MB of English leaves ~2 MB in each).
+pub const DEFAULT_CAPACITY: usize = 64 << 20;
+
+/// What `MemoPool::info` reports.
+pub struct CacheInfo {
+    pub capacity: usize,
+    pub bytes: usize,
+    pub entries: usize,
+    pub memos: usize,
+    pub reused: usize,
+    pub fresh: usize,
+}
+
+impl MemoPool {
+    pub fn new(capacity: usize) -> MemoPool {
+        MemoPool {
+            memos: Mutex::new(Vec::new()),
+            capacity: AtomicUsize::new(capacity),
+            reused: AtomicUsize::new(0),
+            fresh: AtomicUsize::new(0),
+        }
+    }
+
+    /// A memo from the pool (the fullest), or a fresh one if it has none or
+    /// another thread holds its lock.
+    pub fn take(&self) -> Memo {
+        let taken = self.memos.try_lock().ok().and_then(|mut m| m.pop());
+        match taken {
+            Some(memo) => {
+                self.reused.fetch_add(1, Relaxed);
+                memo
+            }
+            None => {
+                self.fresh.fetch_add(1, Relaxed);
+                Memo::default()
+            }
+        }
+    }
+
+    /// Keeps `memo` if it fits the cap beside the others and the lock is
+    /// free; else drops it.
+    pub fn give_back(&self, memo: Memo) {
+        let capacity = self.capacity.load(Relaxed);
+        if memo.is_empty() || capacity == 0 {
+            return;
+        }
+        let Ok(mut memos) = self.memos.try_lock() else { return };
+        let held: usize = memos.iter().map(Memo::bytes).sum();
+        if held + memo.bytes() <= capacity {
+            // Fullest last, so that `take` hands out the one that knows most.
+            let at = memos.partition_point(|m| m.len() <= memo.len());
+            memos.insert(at, memo);
+        }
+    }
+
+    /// Drops every memo (and the counts).
+    pub fn clear(&self) {
+        let dropped = std::mem::take(&mut *self.memos.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(dropped);
+        self.reused.store(0, Relaxed);
+        self.fresh.store(0, Relaxed);
+    }
+
+    /// A new cap in bytes (0: keep no memo between calls); drops every memo.
+    pub fn set_capacity(&self, capacity: usize) {
+        self.capacity.store(capacity, Relaxed);
+        self.clear();
+    }
+
+    pub fn info(&self) -> CacheInfo {
+        let memos = self.memos.lock().unwrap_or_else(|e| e.into_inner());
+        CacheInfo {
+            capacity: self.capacity.load(Relaxed),
+            bytes: memos.iter().map(Memo::bytes).sum(),
+            entries: memos.iter().map(Memo::len).sum(),
+            memos: memos.len(),
+            reused: self.reused.load(Relaxed),
+            fresh: self.fresh.load(Relaxed),
+        }
+    }
+}
+
+/// A memo taken from a pool, given back when dropped (so every path out of
+/// a call, an error included, gives it back).
+pub struct PooledMemo<'p> {
+    memo: Option<Memo>,
+    pool: &'p MemoPool,
+}
+
+impl<'p> PooledMemo<'p> {
+    pub fn new(pool: &'p MemoPool) -> PooledMemo<'p> {
+        PooledMemo { memo: Some(pool.take()), pool }
+    }
+}
+
+impl std::ops::Deref for PooledMemo<'_> {
+    type Target = Memo;
+    fn deref(&self) -> &Memo {
+        self.memo.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for PooledMemo<'_> {
+    fn deref_mut(&mut self) -> &mut Memo {
+        self.memo.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for PooledMemo<'_> {
+    fn drop(&mut self) {
+        if let Some(memo) = self.memo.take() {
+            self.pool.give_back(memo);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_keeps_memos_within_its_cap() {
+        let pool = MemoPool::new(1 << 20);
+        {
+            let mut m = PooledMemo::new(&pool);
+            m.insert(b"hello", &[1, 2]);
+            m.insert(b"a chunk of more than fifteen bytes", &[3, 4, 5]);
+        }
+        let info = pool.info();
+        assert_eq!((info.memos, info.entries, info.fresh), (1, 2, 1));
+        assert!(info.bytes > 0 && info.bytes <= info.capacity);
+        {
+            let m = PooledMemo::new(&pool);
+            assert_eq!(m.get(b"hello"), Some(&[1, 2][..]));
+            assert_eq!(m.get(b"a chunk of more than fifteen bytes"), Some(&[3, 4, 5][..]));
+            // Taken: a second call at the same time starts afresh.
+            assert!(PooledMemo::new(&pool).is_empty());
+        }
+        assert_eq!(pool.info().reused, 1);
+        // A memo too big for the cap is not kept.
+        pool.set_capacity(50);
+        {
+            let mut m = PooledMemo::new(&pool);
+            m.insert(b"hello", &[1, 2]);
+        }
+        assert_eq!(pool.info().memos, 0);
+        pool.set_capacity(1 << 20);
+        drop(PooledMemo::new(&pool)); // an empty memo is not kept
+        assert_eq!(pool.info().memos, 0);
+        pool.set_capacity(0);
+        {
+            let mut m = PooledMemo::new(&pool);
+            m.insert(b"hello", &[1, 2]);
+        }
+        assert_eq!(pool.info().memos, 0);
+    }
+}
