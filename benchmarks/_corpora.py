@@ -121,19 +121,35 @@ def prepare(name: str, shared: Path, log=print) -> Path:
 def head(path: Path, nbytes: int, name: str) -> Path:
     """The first ``nbytes`` of ``path`` or less, cut just after the last
     newline (so no line, and no UTF-8 character, is cut)."""
+    return slice_file(path, 0, nbytes, name)
+
+
+def slice_file(path: Path, start: int, nbytes: int, name: str) -> Path:
+    """Bytes ``start`` to ``start + nbytes`` of ``path``, or fewer: cut just
+    after the last newline unless the slice reaches the end of the file.
+    ``start`` must begin a line (0, or the size of a slice cut before it)."""
     out = cache_dir() / name
     if _trusted(out):
         return out
     with open(path, "rb") as f:
+        f.seek(start)
         data = f.read(nbytes)
     if len(data) == nbytes and not data.endswith(b"\n"):
-        data = data[: data.rindex(b"\n") + 1]
+        cut = data.rfind(b"\n")
+        data = data[: cut + 1] if cut >= 0 else data.decode("utf-8", "ignore").encode("utf-8")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(out)
     _mark_trusted(out, hashlib.sha256(data).hexdigest())
     return out
+
+
+def slice_after(path: Path, before: Path, nbytes: int, name: str) -> Path:
+    """The ~``nbytes`` of ``path`` that follow the slice ``before`` (its
+    first ``before.stat().st_size`` bytes): the warm-up text of a benchmark
+    timed on ``before``, never the timed text itself."""
+    return slice_file(path, before.stat().st_size, nbytes, name)
 
 
 def scale_file(parts: list[Path], log=print) -> tuple[Path, int]:

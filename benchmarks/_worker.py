@@ -10,20 +10,29 @@ may print their own chatter around it).
 Jobs:
   {"kind": "train", "tool": ..., "file": ..., "vocab": V, "feed": ..., ...}
       one training run; timed is the training call only (see each tool).
-  {"kind": "encode", "tool": ..., "encoding": "cl100k_base", "corpora": [[name, path], ...], ...}
-      everything the encoding section measures for one tool and one
-      vocabulary: warm-up once, then `repeats` timed runs inside this process
-      (run.py asks for one, and runs the tools round robin).
+  {"kind": "single", "tool": ..., "encoding": ..., "call": ..., "text": path, "warmup": path or null, "cpus": [c]}
+      one single-text call timed once, pinned to one CPU, after a warm-up on
+      other text (or none: the cold figure).
+  {"kind": "extras", "tool": ..., "encoding": ..., "corpus": [name, path], "threads": N, "repeats": 1}
+      batch encoding, decode and short strings on one corpus.
+  {"kind": "files", "tool": ..., "encoding": ..., "mode": "files"|"batch", "file": ..., "warmup": ...,
+   "threads": N, "cpus": [...]}
+      one encode_files (or encode_batch) call on a large file, N threads.
+  {"kind": "digest", "encoding": ..., "file": ...}
+      tiktoken's ids of a file as a fingerprint: the reference for the ids checks.
 """
 
 from __future__ import annotations
 
 import array
+import atexit
+import base64
 import hashlib
 import importlib.util
 import json
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -209,29 +218,77 @@ def _module_file(name: str) -> str | None:
 
 
 # --------------------------------------------------------------------------
-# encoding
+# encoding: the tools, all driven from here
+
+# What run.py may ask of each tool (make_adapter below says how): its
+# single-text calls, each timed in a child process of its own; whether it has
+# the batch, short-string and decode calls of the extras job; whether it
+# encodes files. A call a build lacks gives a row saying so.
+CALLS = {
+    "bpe": ("list", "numpy"),
+    "gigatoken": ("numpy",),
+    "fastokens": ("list", "flat"),
+    "toktok": ("list", "numpy"),
+    "tiktoken": ("list", "numpy"),
+    "riptoken": ("list",),
+    "tokendagger": ("list",),
+    "bpe-openai": ("list",),
+    "hf": ("list",),
+}
+EXTRAS = ("bpe", "tiktoken", "riptoken", "tokendagger", "bpe-openai", "hf")
+FILES = ("bpe", "gigatoken")
+
+
+class Unsupported(Exception):
+    pass
 
 
 class Adapter:
-    """How one tool is driven. ``prepare`` (untimed) turns the corpus into
-    what ``one`` (timed) takes; ``how`` says so in the output."""
+    """How one tool is driven. ``prepare`` (untimed) turns a text into what
+    its single-text calls take; ``calls`` maps a call's name to the call,
+    ``how`` to the words the tables show for it."""
 
-    how = "whole text, one call"
     version = None
-    numpy = None  # text -> array, optional
+    module = None
     batch = None  # (docs, threads) -> list of lists
+    files = None  # (path, threads) -> result, untimed: result -> flat ids
     short_encode = None  # str -> ids, default special-token policy
     short_ordinary = None  # str -> ids
     decode = None  # ids -> str
 
+    def __init__(self):
+        self.calls: dict = {}
+        self.how: dict = {}
+
     def prepare(self, text):
         return text
 
-    def one(self, prepared):
-        raise NotImplementedError
+    def add(self, name: str, fn, how: str) -> None:
+        self.calls[name] = fn
+        self.how[name] = how
+
+    def primary(self):
+        """The first call: the one the extras job uses for whole-text ids."""
+        return next(iter(self.calls.values()))
 
 
-def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
+def tiktoken_file(encoding: str) -> str:
+    """OpenAI's rank file, written from tiktoken's ranks (base64 token, space,
+    rank per line) into a temporary folder as ``<encoding>.tiktoken``:
+    gigatoken and fastokens take the split pattern and special tokens from
+    that name."""
+    tiktoken = _import("tiktoken")
+    ranks = tiktoken.get_encoding(encoding)._mergeable_ranks
+    folder = tempfile.mkdtemp(prefix="bench-vocab-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, f"{encoding}.tiktoken")
+    with open(path, "wb") as f:
+        for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+            f.write(base64.b64encode(token) + b" %d\n" % rank)
+    return path
+
+
+def make_adapter(tool: str, encoding: str) -> Adapter:
     a = Adapter()
     if tool == "bpe":
         from bpe import Tokenizer
@@ -239,9 +296,12 @@ def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
         tok = Tokenizer.from_tiktoken(encoding)
         a.version = version("bpe")
         a.module = _module_file("bpe")
-        a.one = tok.encode_ordinary
-        # encode_to_numpy is new; measured when this build has it.
-        a.numpy = getattr(tok, "encode_to_numpy", None)
+        a.add("list", tok.encode_ordinary, "encode_ordinary(text) -> list")
+        # encode_to_numpy and encode_files are new: measured where this build has them.
+        if hasattr(tok, "encode_to_numpy"):
+            a.add("numpy", tok.encode_to_numpy, "encode_to_numpy(text) -> uint32 array")
+        if hasattr(tok, "encode_files"):
+            a.files = (lambda path, t: tok.encode_files([path], num_threads=t), lambda out: out[0])
         # disallowed_special=() gives encode_ordinary's semantics, as
         # tiktoken's encode_ordinary_batch has (the default would also scan
         # every text for special-token text).
@@ -249,14 +309,47 @@ def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
         a.short_encode = tok.encode
         a.short_ordinary = tok.encode_ordinary
         a.decode = tok.decode
+    elif tool == "gigatoken":
+        gigatoken = _import("gigatoken")
+        g = gigatoken.Tokenizer.from_tiktoken(tiktoken_file(encoding))
+        a.version = version("gigatoken")
+        a.add("numpy", g.encode, "Tokenizer.from_tiktoken(<enc>.tiktoken).encode(text) -> uint32 array")
+        # One file without a separator is one document; the result is an
+        # awkward array (one row), flattened untimed for the ids check. Its
+        # pool is rayon's global one: run.py sets RAYON_NUM_THREADS.
+        a.files = (lambda path, t: g.encode_files(path), _awkward_flat)
+    elif tool == "fastokens":
+        fastokens = _import("fastokens")
+        import numpy as np
+
+        try:
+            ft = fastokens.Tokenizer.from_tiktoken(tiktoken_file(encoding), encoding=encoding)
+        except ValueError as e:  # its presets: cl100k_base and o200k_base
+            raise Unsupported(f"fastokens has no {encoding}: {e}") from None
+        a.version = version("fastokens")
+        # encode_ordinary gives an Encoding; .ids (a list) is what a caller uses.
+        a.add("list", lambda text: ft.encode_ordinary(text).ids, "encode_ordinary(text).ids -> list")
+        # Its flat batch call with one text: ids as little-endian uint32 bytes.
+        a.add("flat", lambda text: np.frombuffer(ft.encode_batch_flat([text])[0], np.uint32),
+              "encode_batch_flat([text]) -> uint32 bytes (numpy view)")
+    elif tool == "toktok":
+        toktok = _import("toktok")
+        try:
+            tk = toktok._toktok.Tokenizer(encoding)
+        except Exception as e:  # its built-in encodings only
+            raise Unsupported(f"toktok-rs has no {encoding}: {e}") from None
+        a.version = version("toktok-rs")
+        a.add("list", tk.encode_ordinary, "encode_ordinary(text) -> list")
+        a.add("numpy", tk.encode_to_numpy, "encode_to_numpy(text) -> uint32 array")
     elif tool == "tiktoken":
         tiktoken = _import("tiktoken")
         enc = tiktoken.get_encoding(encoding)
         a.version = tiktoken.__version__ if hasattr(tiktoken, "__version__") else version("tiktoken")
-        a.one = enc.encode_ordinary
+        a.add("list", enc.encode_ordinary, "encode_ordinary(text) -> list")
         if hasattr(enc, "encode_to_numpy") and importlib.util.find_spec("numpy"):
             # disallowed_special=(): encode_ordinary's semantics, no special scan.
-            a.numpy = lambda text: enc.encode_to_numpy(text, disallowed_special=())
+            a.add("numpy", lambda text: enc.encode_to_numpy(text, disallowed_special=()),
+                  "encode_to_numpy(text, disallowed_special=()) -> uint32 array")
         a.batch = lambda docs, t: enc.encode_ordinary_batch(docs, num_threads=t)
         a.short_encode = enc.encode
         a.short_ordinary = enc.encode_ordinary
@@ -265,7 +358,7 @@ def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
         riptoken = _import("riptoken")
         enc = riptoken.get_encoding(encoding)
         a.version = version("riptoken")
-        a.one = enc.encode_ordinary
+        a.add("list", enc.encode_ordinary, "encode_ordinary(text) -> list")
         # riptoken's batch runs on rayon's global pool: run.py sets
         # RAYON_NUM_THREADS for this process, the thread count is not an argument.
         a.batch = lambda docs, t: enc.encode_ordinary_batch(docs)
@@ -283,7 +376,7 @@ def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
             special_tokens=te._special_tokens,
         )
         a.version = version("tokendagger")
-        a.one = enc.encode_ordinary
+        a.add("list", enc.encode_ordinary, "encode_ordinary(text) -> list")
         a.batch = lambda docs, t: enc.encode_batch(docs, num_threads=t)
         a.short_encode = enc.encode
         a.short_ordinary = enc.encode_ordinary
@@ -299,7 +392,6 @@ def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
         # more than 200,000 tokens: feed ~40k-character pieces (at most 4
         # tokens a character), cut where the split patterns never join, so
         # the ids are those of the whole text.
-        a.how = "~40k-char pieces (it refuses >200k tokens a call)"
         a.prepare = lambda text: cut_at_newlines(text, 40_000)
 
         def one(pieces):
@@ -308,7 +400,7 @@ def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
                 out.extend(enc.encode_ordinary(p))
             return out
 
-        a.one = one
+        a.add("list", one, "encode_ordinary on ~40k-char pieces (it refuses >200k tokens a call)")
         a.batch = lambda docs, t: enc.encode_ordinary_batch(docs, num_threads=t)
         a.short_encode = enc.encode
         a.short_ordinary = enc.encode_ordinary
@@ -325,18 +417,131 @@ def make_adapter(tool: str, encoding: str, job: dict) -> Adapter:
             raise Unsupported(f"no tokenizer.json export for {encoding}: {e}") from None
         h = tokenizers.Tokenizer.from_file(path)
         a.version = tokenizers.__version__
-        a.one = lambda text: h.encode(text, add_special_tokens=False).ids
+        a.add("list", lambda text: h.encode(text, add_special_tokens=False).ids,
+              "encode(text).ids on our tokenizer.json")
         # HF's batch runs on rayon's global pool (RAYON_NUM_THREADS set by run.py).
         a.batch = lambda docs, t: [e.ids for e in h.encode_batch(docs, add_special_tokens=False)]
         a.short_ordinary = lambda s: h.encode(s, add_special_tokens=False).ids
         a.decode = lambda ids: h.decode(ids, skip_special_tokens=False)
     else:
         raise ValueError(f"unknown encoding tool {tool!r}")
+    assert set(a.calls) <= set(CALLS[tool]), (tool, a.calls)
     return a
 
 
-class Unsupported(Exception):
-    pass
+def _awkward_flat(arr):
+    import awkward as ak
+
+    return ak.to_numpy(ak.flatten(arr, axis=None))
+
+
+def pin(cpus: list[int] | None) -> list[int]:
+    """Pins this process to ``cpus`` (threads started later inherit it; so
+    do thread pools sized from the CPUs a process may use), and returns the
+    CPUs it now runs on. Called before a tool is imported."""
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cpus)
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def threads_now() -> int | None:
+    """Threads of this process right now (its own and any pool's)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def built(job: dict) -> tuple[Adapter, float]:
+    """The tool's adapter for the job's encoding, and the seconds it took to
+    build (loading the vocabulary; reported, never part of a timing)."""
+    t0 = time.perf_counter()
+    a = make_adapter(job["tool"], job["encoding"])
+    return a, time.perf_counter() - t0
+
+
+def throughput(nbytes: int, wall: float, cpu: float) -> dict:
+    return {"wall_s": wall, "cpu_s": cpu, "cores": cpu / wall if wall > 0 else None,
+            "mb_s": nbytes / 1e6 / wall if wall > 0 else None, "bytes": nbytes}
+
+
+def single(job: dict) -> dict:
+    """One single-text call timed once, pinned to one CPU. Warm: the call
+    first encodes the warm-up slice (other text of the same corpus, so no
+    cache that persists across calls has seen the timed text); cold
+    (``warmup`` null): the timed call is the first call of the process."""
+    cpus = pin(job.get("cpus"))
+    a, build_s = built(job)
+    # numpy is imported before timing: the numpy calls of every tool import it
+    # on their first call (~0.15 s here), which is no tokenizer's work.
+    if importlib.util.find_spec("numpy"):
+        import numpy  # noqa: F401
+    fn = a.calls.get(job["call"])
+    if fn is None:
+        raise Unsupported(f"{job['call']} call not available in this build")
+    text = read_text(job["text"])
+    prepared = a.prepare(text)
+    warm_bytes = 0
+    if job.get("warmup"):
+        warm = read_text(job["warmup"])
+        warm_bytes = len(warm.encode("utf-8"))
+        fn(a.prepare(warm))
+        del warm
+    ids, wall, cpu = timed(fn, prepared)
+    out = throughput(len(text.encode("utf-8")), wall, cpu)
+    out.update(n_ids=len(ids), digest=ids_digest(ids), dtype=str(getattr(ids, "dtype", "list")),
+               warmup_bytes=warm_bytes, cpus=cpus, threads=threads_now(), build_s=build_s,
+               how=a.how[job["call"]], version=a.version, peak_rss_mb=peak_rss_mb())
+    if a.module:
+        out["module"] = a.module
+    return out
+
+
+def files(job: dict) -> dict:
+    """One encode_files (or encode_batch) call on a large file with
+    ``threads`` threads, pinned to ``cpus``, after a warm-up on another file.
+    Both files are read once first, untimed, so every tool finds them in the
+    page cache."""
+    cpus = pin(job.get("cpus"))
+    a, build_s = built(job)
+    t, path, warm = job["threads"], job["file"], job["warmup"]
+    for p in (path, warm):
+        Path(p).read_bytes()
+    if job["mode"] == "files":
+        if a.files is None:
+            raise Unsupported("encode_files not available in this build")
+        call, to_ids = a.files
+        run, arg, warm_arg = (lambda p: call(p, t)), path, warm
+        how = "encode_files([path], num_threads=N)" if job["tool"] == "bpe" else "encode_files(path)"
+    else:
+        if a.batch is None:
+            raise Unsupported("no batch call")
+        to_ids = _flat_list
+        run = lambda docs: a.batch(docs, t)  # noqa: E731
+        arg, warm_arg = batch_docs(read_text(path), job["docs"]), batch_docs(read_text(warm), job["docs"])
+        how = f"encode_batch(~{job['docs']:,} documents, num_threads=N)"
+    run(warm_arg)
+    out_, wall, cpu = timed(run, arg)
+    ids = to_ids(out_)
+    out = throughput(os.path.getsize(path), wall, cpu)
+    out.update(n_ids=len(ids), digest=ids_digest(ids), threads=t, threads_seen=threads_now(), cpus=cpus,
+               build_s=build_s, how=how, version=a.version, peak_rss_mb=peak_rss_mb(),
+               rayon_num_threads=os.environ.get("RAYON_NUM_THREADS"))
+    return out
+
+
+def _flat_list(docs_ids):
+    return [i for d in docs_ids for i in d]
+
+
+def digest(job: dict) -> dict:
+    """tiktoken's ids of a whole file (encode_ordinary), as a fingerprint:
+    the reference every tool's ids are checked against."""
+    tiktoken = _import("tiktoken")
+    enc = tiktoken.get_encoding(job["encoding"])
+    text = read_text(job["file"])
+    ids, wall, _ = timed(enc.encode_ordinary, text)
+    return {"digest": ids_digest(ids), "n_ids": len(ids), "wall_s": wall, "version": version("tiktoken")}
 
 
 def _median_run(fn, arg, repeats: int) -> dict:
@@ -377,91 +582,72 @@ def _guard(fn):
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
-def encode(job: dict) -> dict:
-    tool, encoding, repeats = job["tool"], job["encoding"], job["repeats"]
+def extras(job: dict) -> dict:
+    """Everything but single-text throughput, for one tool, one vocabulary and
+    one corpus, in one unpinned child: batch encoding with ``threads``
+    threads (and for us one thread, and our batch / one-thread ratio timed
+    in alternation), decode, and short strings."""
+    tool, repeats = job["tool"], job["repeats"]
     threads = job.get("threads", 2)
-    a = make_adapter(tool, encoding, job)
-    out: dict = {"version": a.version, "how": a.how, "corpora": {}}
-    if getattr(a, "module", None):
+    a, _ = built(job)
+    out: dict = {"version": a.version, "corpora": {}}
+    if a.module:
         out["module"] = a.module
-    texts = {}
+    name, path = job["corpus"]
+    text = read_text(path)
+    nbytes = len(text.encode("utf-8"))
+    prepared = a.prepare(text)
+    entry: dict = {}
+    ids = _guard(lambda: a.primary()(prepared))  # untimed: what decode gets back
 
-    for name, path in job["corpora"]:
-        text = read_text(path)
-        texts[name] = text
-        nbytes = len(text.encode("utf-8"))
+    if a.decode is not None and isinstance(ids, dict):  # the call failed
+        entry["decode"] = ids
+    elif a.decode is not None:
+        def decode_run():
+            back = a.decode(ids)
+            r = _median_run(a.decode, ids, repeats)
+            r.update(mb_s=nbytes / 1e6 / r["wall_s"], roundtrip=back == text)
+            return r
 
-        def one_thread():
-            prepared = a.prepare(text)
-            ids = a.one(prepared)  # warm-up, and the ids to check
-            r = _median_run(a.one, prepared, repeats)
-            r.update(mb_s=nbytes / 1e6 / r["wall_s"], n_ids=len(ids), digest=ids_digest(ids), bytes=nbytes)
-            return r, ids
+        entry["decode"] = _guard(decode_run)
 
-        res = _guard(lambda: one_thread())
-        if isinstance(res, tuple):
-            res, ids = res
-        else:
-            ids = None
-        entry = {"one": res}
-        if a.numpy is not None:
-            def numpy_run():
-                arr = a.numpy(text)
-                r = _median_run(a.numpy, text, repeats)
-                r.update(mb_s=nbytes / 1e6 / r["wall_s"], digest=ids_digest(arr), dtype=str(arr.dtype))
+    if a.batch is not None:
+        docs = batch_docs(text, 1000)
+
+        def batch_run(t):
+            def run():
+                flat = _flat_list(a.batch(docs, t))
+                r = _median_run(lambda d: a.batch(d, t), docs, repeats)
+                r.update(mb_s=nbytes / 1e6 / r["wall_s"], digest=ids_digest(flat), docs=len(docs), threads=t)
                 return r
 
-            entry["numpy"] = _guard(numpy_run)
+            return _guard(run)
 
-        if name == job.get("decode_corpus") and ids is not None and a.decode is not None:
-            def decode_run():
-                back = a.decode(ids)
-                r = _median_run(a.decode, ids, repeats)
-                r.update(mb_s=nbytes / 1e6 / r["wall_s"], roundtrip=back == text)
-                return r
+        entry["batch"] = batch_run(threads)
+        if tool == "bpe" and threads != 1:
+            entry["batch1"] = batch_run(1)
+            entry["scaling"] = _guard(lambda: alternations(lambda: a.primary()(prepared),
+                                                           lambda: a.batch(docs, threads)))
+    out["corpora"][name] = entry
 
-            entry["decode"] = _guard(decode_run)
+    strings = short_strings(text)
+    out["short"] = {"n": len(strings)}
+    for key, fn in (("encode", a.short_encode), ("encode_ordinary", a.short_ordinary)):
+        if fn is None:
+            continue
 
-        if name == job.get("batch_corpus") and a.batch is not None:
-            docs = batch_docs(text, 1000)
+        def short_run(fn=fn):
+            ids = [i for s in strings for i in fn(s)]  # warm-up and check
 
-            def batch_run(t):
-                def run():
-                    got = a.batch(docs, t)
-                    flat = [i for d in got for i in d]
-                    r = _median_run(lambda d: a.batch(d, t), docs, repeats)
-                    r.update(mb_s=nbytes / 1e6 / r["wall_s"], digest=ids_digest(flat), docs=len(docs), threads=t)
-                    return r
+            def loop(strs):
+                for s in strs:
+                    fn(s)
 
-                return _guard(run)
+            r = _median_run(loop, strings, repeats)
+            r.update(ns_per_call=r["wall_s"] / len(strings) * 1e9, digest=ids_digest(ids))
+            return r
 
-            entry["batch"] = batch_run(threads)
-            if tool == "bpe" and threads != 1:
-                entry["batch1"] = batch_run(1)
-                prepared = a.prepare(text)
-                entry["scaling"] = _guard(lambda: alternations(lambda: a.one(prepared),
-                                                               lambda: a.batch(docs, threads)))
-        out["corpora"][name] = entry
-        out["peak_rss_mb_so_far"] = peak_rss_mb()
-
-    short_src = job.get("short_corpus")
-    if short_src:
-        strings = short_strings(texts[short_src])
-        out["short"] = {"n": len(strings)}
-        for key, fn in (("encode", a.short_encode), ("encode_ordinary", a.short_ordinary)):
-            if fn is None:
-                continue
-
-            def short_run(fn=fn):
-                ids = [i for s in strings for i in fn(s)]  # warm-up and check
-                def loop(strs):
-                    for s in strs:
-                        fn(s)
-                r = _median_run(loop, strings, repeats)
-                r.update(ns_per_call=r["wall_s"] / len(strings) * 1e9, digest=ids_digest(ids))
-                return r
-
-            out["short"][key] = _guard(short_run)
+        out["short"][key] = _guard(short_run)
 
     out["peak_rss_mb"] = peak_rss_mb()
     return out
@@ -473,12 +659,10 @@ def encode(job: dict) -> dict:
 def main() -> None:
     job = json.loads(sys.argv[1])
     try:
-        if job["kind"] == "train":
-            result = train(job)
-        elif job["kind"] == "encode":
-            result = encode(job)
-        else:
+        kinds = {"train": train, "single": single, "extras": extras, "files": files, "digest": digest}
+        if job["kind"] not in kinds:
             raise ValueError(f"unknown job kind {job['kind']!r}")
+        result = kinds[job["kind"]](job)
         result["status"] = "ok"
     except NotInstalled as e:
         result = {"status": "not installed", "error": str(e)}
