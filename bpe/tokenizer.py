@@ -283,7 +283,7 @@ class Tokenizer(BulkEncoding):
             raw = self._core.encode_u32(text, list(allowed))
         except UnicodeEncodeError:
             raw = self._core.encode_u32(replace_surrogates(text), list(allowed))
-        # A bytearray, so the array is writable and owns no copy of its own.
+        # A buffer over the ids the core wrote (no copy); the array keeps it alive.
         return np.frombuffer(raw, dtype="<u4")
 
     def encode_batch(

@@ -173,3 +173,19 @@ def test_cache_shared_by_threads_of_a_batch():
 
 def test_import_needs_no_numpy_for_this_module():
     assert "numpy" not in bpe.bulk.__dict__
+
+
+def test_numpy_ids_are_lent_without_a_copy(tok):
+    """encode_to_numpy's array is over the ids the core wrote (a buffer the
+    array keeps alive), writable as before, and equal to encode's ids."""
+    import gc
+
+    text = (CORPORA / "tinyshakespeare.txt").read_text()[:50_000]
+    a = tok.encode_to_numpy(text)
+    assert a.dtype == np.uint32 and a.flags.writeable
+    gc.collect()
+    assert a.tolist() == tok.encode(text)
+    view = memoryview(tok._core.encode_u32("hello world", []))
+    assert (view.format, view.itemsize, view.tolist()) == ("I", 4, tok.encode("hello world"))
+    a[0] = 7
+    assert a[0] == 7

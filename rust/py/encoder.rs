@@ -4,11 +4,12 @@
 
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::buffers::IdBuffer;
 use super::errors::{check_interrupt, guard};
-use super::lists::{bytearray_of, bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
+use super::lists::{bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
 use crate::batch;
 use crate::encode::Encoder;
 use crate::pieces;
@@ -101,16 +102,10 @@ impl CoreBPE {
         Ok(self.list(py, &ids)?.into_any().unbind())
     }
 
-    /// `encode` as little-endian u32 bytes, for `numpy.frombuffer`: no Python
-    /// list at all (for datasets: 4 bytes per token).
-    fn encode_u32<'py>(
-        &self,
-        py: Python<'py>,
-        text: &str,
-        allowed_special: Vec<String>,
-    ) -> PyResult<Bound<'py, PyByteArray>> {
-        let ids = self.ids(py, text, &allowed_set(allowed_special))?;
-        bytearray_of(py, &ids)
+    /// `encode` as a buffer of little-endian u32 ids, for `numpy.frombuffer`:
+    /// no Python list at all, and no copy (`buffers.rs`).
+    fn encode_u32(&self, py: Python<'_>, text: &str, allowed_special: Vec<String>) -> PyResult<IdBuffer> {
+        Ok(IdBuffer::new(self.ids(py, text, &allowed_set(allowed_special))?))
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
@@ -195,6 +190,7 @@ impl CoreBPE {
             guard(|| pieces::encode_parallel(&self.enc, text, &allowed, &*batch::thread_pool(num_threads)?))
         })?;
         Ok(match width {
+            Some(4) => Bound::new(py, IdBuffer::new(ids))?.into_any(),
             Some(w) => bytearray_of_width(py, &ids, w)?.into_any(),
             None => self.list(py, &ids)?.into_any(),
         })

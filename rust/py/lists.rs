@@ -1,4 +1,4 @@
-//! Python lists (and a bytearray) of ids, written directly: the only unsafe
+//! Python lists (and bytearrays) of ids, written directly: the only unsafe
 //! code of the bindings, with its safety argument here in one place.
 //!
 //! **Why:** returned lists of ids are most of the cost of encoding from
@@ -103,17 +103,13 @@ pub(super) fn fill_lists(
     Ok(())
 }
 
-/// `ids` as little-endian u32 bytes in a new bytearray, for
-/// `numpy.frombuffer`. Made uninitialised and written once, from `ids`:
-/// `PyByteArray::new` would take the bytes from a second buffer, and
-/// `new_with` would zero them first, each pass over fresh memory costing its
-/// page faults.
-pub(super) fn bytearray_of<'py>(py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyByteArray>> {
-    bytearray_of_width(py, ids, 4)
-}
-
-/// [`bytearray_of`] with `width` bytes per id: 2 (u16, for vocabularies of
-/// up to 65,536 ids, whose ids all fit), 4 (u32) or 8 (u64, for offsets).
+/// `ids` as little-endian integers of `width` bytes in a new bytearray, for
+/// `numpy.frombuffer`: 2 (u16, for vocabularies of up to 65,536 ids, whose
+/// ids all fit), 4 (u32) or 8 (u64, for offsets). Made uninitialised and
+/// written once: `PyByteArray::new` would take the bytes from a second
+/// buffer, and `new_with` would zero them first, each pass over fresh memory
+/// costing its page faults. (u32 ids of a whole text go to numpy without a
+/// copy: `buffers.rs`.)
 pub(super) fn bytearray_of_width<'py, T: Copy + Into<u64>>(
     py: Python<'py>,
     ids: &[T],

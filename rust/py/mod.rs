@@ -5,7 +5,7 @@
 //!
 //! In the order they build on each other: `errors.rs` (panics and errors to
 //! Python exceptions), `lists.rs` (lists of ids written directly: all the
-//! unsafe code), `encoder.rs` (`CoreBPE`), `bulk.rs` (files
+//! unsafe code but one), `buffers.rs` (ids lent to numpy without a copy), `encoder.rs` (`CoreBPE`), `bulk.rs` (files
 //! encoded in bulk), `trainer.rs` (`Trainer`), and
 //! here the module itself, with `Pretokenizer` and a test hook.
 
@@ -15,6 +15,7 @@ use crate::pretokenize::Splitter;
 
 mod errors;
 mod lists;
+mod buffers;
 mod encoder;
 mod bulk;
 mod trainer;
@@ -79,6 +80,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pretokenizer>()?;
     m.add_class::<Trainer>()?;
     m.add_class::<CoreBPE>()?;
+    m.add_class::<buffers::IdBuffer>()?;
     m.add_function(wrap_pyfunction!(bulk::encode_files, m)?)?;
     m.add_function(wrap_pyfunction!(bulk::write_ids, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
