@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use rustc_hash::FxHashSet;
 
+use super::buffers::IdBuffer;
 use super::encoder::CoreBPE;
 use super::errors::{guard, INTERRUPTED};
 use super::lists::bytearray_of_width;
@@ -48,7 +49,7 @@ pub(super) fn encode_files<'py>(
     num_threads: usize,
     width: usize,
     progress: Option<PyObject>,
-) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyByteArray>)> {
     let enc = &core.get().enc;
     let segments: Vec<Segment> = paths
         .into_iter()
@@ -56,16 +57,20 @@ pub(super) fn encode_files<'py>(
         .collect();
     let allowed: FxHashSet<String> = allowed_special.into_iter().collect();
     let opts = Options { allowed: &allowed, disallowed: &disallowed_special, separator };
+    // Room for a third of an id per byte, as `ids_buffer` gives one text.
+    let bytes: u64 = segments.iter().filter_map(|s| std::fs::metadata(&s.range.path).ok()).map(|m| m.len()).sum();
     let (ids, offsets) = py.allow_threads(|| {
         guard(|| {
             let pool = thread_pool(num_threads)?;
-            let mut out = Collect::default();
+            let mut out = Collect { ids: Vec::with_capacity((bytes / 3) as usize), starts: Vec::new() };
             encode_segments(enc, &segments, &opts, &pool, BLOCK_BYTES, between(&progress), &mut out)?;
             check_width(&out.ids, width)?;
             Ok(out.finish(segments.len()))
         })
     })?;
-    Ok((bytearray_of_width(py, &ids, width)?, bytearray_of_width(py, &offsets, 8)?))
+    // u32 ids go to numpy without a copy (`buffers.rs`).
+    let ids = if width == 4 { Bound::new(py, IdBuffer::new(ids))?.into_any() } else { bytearray_of_width(py, &ids, width)?.into_any() };
+    Ok((ids, bytearray_of_width(py, &offsets, 8)?))
 }
 
 /// Encodes byte ranges of files into the files `outputs` (appending

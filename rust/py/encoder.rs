@@ -245,7 +245,8 @@ impl CoreBPE {
         if width == 2 && ids.iter().any(|&id| id > u16::MAX as Rank) {
             return Err(pyo3::exceptions::PyValueError::new_err("a token id does not fit in 16 bits"));
         }
-        Ok((bytearray_of_width(py, &ids, width)?, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
+        let ids = if width == 4 { Bound::new(py, IdBuffer::new(ids))?.into_any() } else { bytearray_of_width(py, &ids, width)?.into_any() };
+        Ok((ids, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
     }
 
     /// The chunk cache (see `encode/memo.rs`): its cap and size in bytes,
