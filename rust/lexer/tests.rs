@@ -146,6 +146,24 @@ fn lexers_equal_fancy_regex_on_adversarial_text() {
 }
 
 #[test]
+fn ascii_classes_equal_the_unicode_table() {
+    let t = table();
+    for b in 0..128u8 {
+        let (k, f) = (ascii::CLASS[b as usize], t[b as usize]);
+        assert_eq!(k.count_ones(), 1, "{b:#x}");
+        assert_eq!(k == ascii::LOWER, f & LL != 0 && f & L != 0, "{b:#x}");
+        assert_eq!(k == ascii::UPPER, f & LU != 0 && f & L != 0, "{b:#x}");
+        assert_eq!(k & ascii::LETTER != 0, f & L != 0, "{b:#x}");
+        assert_eq!(k == ascii::DIGIT, f & N != 0, "{b:#x}");
+        assert_eq!(k & ascii::WHITE != 0, f & S != 0, "{b:#x}");
+        assert_eq!(k == ascii::NEWLINE, b == b'\r' || b == b'\n', "{b:#x}");
+        assert_eq!(k == ascii::PUNCT, f & (S | L | N) == 0, "{b:#x}");
+        assert_eq!(f & (LT | LM | LO | M), 0, "{b:#x}");
+    }
+    assert!((128..256).all(|b| ascii::CLASS[b] == ascii::HIGH));
+}
+
+#[test]
 fn long_white_space_runs_do_not_fail() {
     // fancy-regex gives up on these with GPT-4o's pattern; we must not.
     for lexer in [Lexer::Gpt2, Lexer::Gpt4, Lexer::Gpt4o] {
