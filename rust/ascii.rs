@@ -75,17 +75,56 @@ const fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
     at_least_lo & !above_hi & !w & HIGHS
 }
 
-/// The end of the run from `i` of bytes whose high bits `in_class` sets
+/// The high bit of each byte of `w` that is `a`-`z`.
+#[inline(always)]
+pub(crate) const fn lower_bits(w: u64) -> u64 {
+    in_range(w, b'a', b'z')
+}
+
+/// The high bit of each byte of `w` that is `A`-`Z`.
+#[inline(always)]
+pub(crate) const fn upper_bits(w: u64) -> u64 {
+    in_range(w, b'A', b'Z')
+}
+
+/// The high bit of each byte of `w` that is an ASCII letter. (`x | 0x20`
+/// maps `A`-`Z` onto `a`-`z` and no other byte into that range.)
+#[inline(always)]
+pub(crate) const fn letter_bits(w: u64) -> u64 {
+    in_range(w | ONES * 0x20, b'a', b'z')
+}
+
+/// The high bit of each byte of `w` that is `0`-`9`.
+#[inline(always)]
+pub(crate) const fn digit_bits(w: u64) -> u64 {
+    in_range(w, b'0', b'9')
+}
+
+/// The 8 bytes of `b` from `i` as a little-endian word (byte `i` lowest),
+/// if the text has them.
+#[inline(always)]
+pub(crate) fn word_at(b: &[u8], i: usize) -> Option<u64> {
+    b.get(i..i + 8).map(|bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+}
+
+/// The first byte of a word, from byte `from` (< 8) on, whose high bit
+/// `bits` leaves clear; 8 if none. (Little-endian: the lowest set bit
+/// belongs to the first such byte.)
+#[inline(always)]
+pub(crate) fn first_clear(bits: u64, from: usize) -> usize {
+    let out = !bits & HIGHS & (u64::MAX << (8 * from));
+    (out.trailing_zeros() / 8) as usize
+}
+
+/// The end of the run from `i` of bytes whose high bits `bits` sets
 /// (8 bytes at a time; `is_in`, the same test on one byte, for the last
 /// few bytes of the text).
 #[inline(always)]
-fn run_end(b: &[u8], mut i: usize, in_class: impl Fn(u64) -> u64, is_in: impl Fn(u8) -> bool) -> usize {
-    while let Some(bytes) = b.get(i..i + 8) {
-        let w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-        // Little-endian: the lowest set bit belongs to the first byte out.
-        let out = !in_class(w) & HIGHS;
-        if out != 0 {
-            return i + (out.trailing_zeros() / 8) as usize;
+fn run_end(b: &[u8], mut i: usize, bits: impl Fn(u64) -> u64, is_in: impl Fn(u8) -> bool) -> usize {
+    while let Some(w) = word_at(b, i) {
+        let k = first_clear(bits(w), 0);
+        if k < 8 {
+            return i + k;
         }
         i += 8;
     }
@@ -95,29 +134,43 @@ fn run_end(b: &[u8], mut i: usize, in_class: impl Fn(u64) -> u64, is_in: impl Fn
     i
 }
 
-/// End of the run of ASCII letters from `i`. (`x | 0x20` maps `A`-`Z` onto
-/// `a`-`z` and no other byte into that range.)
+/// End of the run of ASCII letters from `i`.
 #[inline]
 pub(crate) fn letters_end(b: &[u8], i: usize) -> usize {
-    run_end(b, i, |w| in_range(w | ONES * 0x20, b'a', b'z'), |c| c.is_ascii_alphabetic())
+    run_end(b, i, letter_bits, |c| c.is_ascii_alphabetic())
 }
 
 /// End of the run of `a`-`z` from `i`.
 #[inline]
 pub(crate) fn lower_end(b: &[u8], i: usize) -> usize {
-    run_end(b, i, |w| in_range(w, b'a', b'z'), |c| c.is_ascii_lowercase())
+    run_end(b, i, lower_bits, |c| c.is_ascii_lowercase())
 }
 
 /// End of the run of `A`-`Z` from `i`.
 #[inline]
 pub(crate) fn upper_end(b: &[u8], i: usize) -> usize {
-    run_end(b, i, |w| in_range(w, b'A', b'Z'), |c| c.is_ascii_uppercase())
+    run_end(b, i, upper_bits, |c| c.is_ascii_uppercase())
+}
+
+/// From `i`: the end of the run of `A`-`Z`, and the end of the run of
+/// `a`-`z` after it (one 8-byte word for both, if it holds them).
+#[inline(always)]
+pub(crate) fn upper_then_lower_end(b: &[u8], i: usize) -> (usize, usize) {
+    if let Some(w) = word_at(b, i) {
+        let u = first_clear(upper_bits(w), 0);
+        if u < 8 {
+            let e = first_clear(lower_bits(w), u);
+            return (i + u, if e < 8 { i + e } else { lower_end(b, i + 8) });
+        }
+    }
+    let u = upper_end(b, i);
+    (u, lower_end(b, u))
 }
 
 /// End of the run of `0`-`9` from `i`.
 #[inline]
 pub(crate) fn digits_end(b: &[u8], i: usize) -> usize {
-    run_end(b, i, |w| in_range(w, b'0', b'9'), |c| c.is_ascii_digit())
+    run_end(b, i, digit_bits, |c| c.is_ascii_digit())
 }
 
 /// End of the run of bytes of class `class` (a set of bits) from `i`, one
@@ -154,6 +207,8 @@ mod tests {
                         for i in 0..text.len() {
                             let want = (i..text.len()).find(|&j| !is_in(text[j])).unwrap_or(text.len());
                             assert_eq!(scan(&text, i), want, "{text:?} from {i}");
+                            let u = upper_end(&text, i);
+                            assert_eq!(upper_then_lower_end(&text, i), (u, lower_end(&text, u)), "{text:?} from {i}");
                         }
                     }
                 }

@@ -110,9 +110,9 @@ impl Lexer {
         let t = Text { s: text, b: text.as_bytes(), classes: table() };
         // One loop per lexer: the lexer is chosen once, not at every chunk.
         match self {
-            Lexer::Gpt2 => t.tile(f, Text::gpt2),
-            Lexer::Gpt4 => t.tile(f, Text::gpt4),
-            Lexer::Gpt4o => t.tile(f, Text::gpt4o),
+            Lexer::Gpt2 => t.tile(f, |t, i| t.gpt2(i)),
+            Lexer::Gpt4 => t.tile(f, |t, i| t.gpt4(i)),
+            Lexer::Gpt4o => t.tile(f, |t, i| t.gpt4o(i)),
         }
     }
 }
@@ -153,8 +153,11 @@ impl<'a> Text<'a> {
         let mut i = 0;
         while i < self.b.len() {
             let end = next(self, i);
-            debug_assert!(end > i);
-            f(&self.s[i..end]);
+            debug_assert!(i < end && end <= self.b.len() && self.s.is_char_boundary(end));
+            // SAFETY: every lexer advances by whole characters: `end` is a
+            // char boundary after `i` (as is `i`, 0 or the last `end`), in
+            // the text. (Slicing checked both boundaries at every chunk.)
+            f(unsafe { self.s.get_unchecked(i..end) });
             i = end;
         }
     }
@@ -255,15 +258,9 @@ impl<'a> Text<'a> {
     }
 
     /// `\p{L}++` from `i`: the ASCII letters 8 bytes at a time, then the rest.
-    #[inline]
+    #[inline(always)]
     fn letters(&self, i: usize) -> usize {
         self.ascii_then(ascii::letters_end(self.b, i), L)
-    }
-
-    /// GPT-4o's `[LOW]+` from `i` (of ASCII letters only `a`-`z` are LOW).
-    #[inline]
-    fn lower(&self, i: usize) -> usize {
-        self.ascii_then(ascii::lower_end(self.b, i), LOW)
     }
 
     /// `\p{N}{1,3}+` from an ASCII digit at `i`: ASCII digits, and the
@@ -304,21 +301,22 @@ impl<'a> Text<'a> {
     fn space_run(&self, i: usize) -> SpaceRun {
         let mut r = SpaceRun { start: i, end: i, last_start: i, after_last_newline: None };
         loop {
-            // ASCII white space byte by byte (each is one character) ...
-            loop {
-                let k = ascii::class_at(self.b, r.end);
-                if k & ascii::WHITE == 0 {
-                    break;
-                }
+            let k = ascii::class_at(self.b, r.end);
+            if k & ascii::WHITE != 0 {
+                // ASCII white space: one byte, one character.
                 r.last_start = r.end;
                 r.end += 1;
                 if k == ascii::NEWLINE {
                     r.after_last_newline = Some(r.end);
                 }
+                continue;
             }
-            // ... and longer white-space characters (none is '\r' or '\n').
+            if k != ascii::HIGH {
+                return r;
+            }
+            // A longer character (no longer white space is '\r' or '\n').
             match self.at(r.end) {
-                Some((c, len)) if !c.is_ascii() && self.class(c) & S != 0 => {
+                Some((c, len)) if self.class(c) & S != 0 => {
                     r.last_start = r.end;
                     r.end += len;
                 }

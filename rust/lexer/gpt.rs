@@ -13,6 +13,7 @@ use crate::ascii;
 
 impl<'a> Text<'a> {
     /// GPT-2: `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`
+    #[inline(always)]
     pub(super) fn gpt2(&self, i: usize) -> usize {
         let b0 = self.b[i];
         if b0 == b'\'' {
@@ -35,6 +36,7 @@ impl<'a> Text<'a> {
     }
 
     /// GPT-2 at any character.
+    #[inline(never)]
     fn gpt2_any(&self, i: usize) -> usize {
         let (c, _) = self.at(i).expect("i < len");
         if let Some(e) = self.contraction(i, false) {
@@ -69,6 +71,7 @@ impl<'a> Text<'a> {
 
     /// GPT-4: `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
     ///         ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
+    #[inline(always)]
     pub(super) fn gpt4(&self, i: usize) -> usize {
         let b0 = self.b[i];
         match ascii::CLASS[b0 as usize] {
@@ -86,6 +89,7 @@ impl<'a> Text<'a> {
 
     /// GPT-4 at ASCII punctuation or non-newline white space: a character
     /// that may prefix a letter run.
+    #[inline(always)]
     fn gpt4_prefix(&self, i: usize, b0: u8) -> usize {
         if b0 == b'\'' {
             if let Some(e) = self.contraction_after_apostrophe(i, true) {
@@ -113,6 +117,7 @@ impl<'a> Text<'a> {
     }
 
     /// GPT-4 at any character.
+    #[inline(never)]
     fn gpt4_any(&self, i: usize) -> usize {
         let (c, len) = self.at(i).expect("i < len");
         let f = self.class(c);
@@ -158,6 +163,7 @@ impl<'a> Text<'a> {
     /// No ASCII character is in both UP and LOW (only letters are in either,
     /// `A`-`Z` in UP, `a`-`z` in LOW): at ASCII, A and B can only start
     /// at a letter, or after an ASCII prefix at a letter.
+    #[inline(always)]
     pub(super) fn gpt4o(&self, i: usize) -> usize {
         let b0 = self.b[i];
         let k0 = ascii::CLASS[b0 as usize];
@@ -190,23 +196,28 @@ impl<'a> Text<'a> {
 
     /// GPT-4o's A or B with its letters starting at an ASCII letter at `s`
     /// (`i`, or after an ASCII prefix at `i`), then the optional contraction.
+    #[inline(always)]
     fn gpt4o_word(&self, i: usize, s: usize) -> usize {
-        // The greedy `[UP]*` takes the capitals (none if `b[s]` is `a`-`z`).
-        let u = if self.b[s].is_ascii_lowercase() { s } else { ascii::upper_end(self.b, s + 1) };
-        let e = match ascii::class_at(self.b, u) {
-            // A: `[LOW]+` from `u`, no backing off needed.
-            ascii::LOWER => self.lower(u + 1),
-            // A longer character may be UP, LOW, both or neither.
-            ascii::HIGH => return self.gpt4o_any(i),
-            // Capitals, then an ASCII non-letter (or the end): no LOW
-            // anywhere for A, so B, whose `[UP]+` is the capitals (`u > s`
-            // here, as `b[s]` is a letter and not `a`-`z`).
-            _ => u,
+        // The greedy `[UP]*` takes the capitals (none if `b[s]` is `a`-`z`),
+        // and A's `[LOW]+` the small letters after them (no backing off:
+        // no ASCII letter is both).
+        let (u, e) = ascii::upper_then_lower_end(self.b, s);
+        let e = match ascii::class_at(self.b, e) {
+            // Right after capitals, a longer character may be UP, LOW, both
+            // or neither: the general path decides.
+            ascii::HIGH if e == u => return self.gpt4o_any(i),
+            // After small letters, A's LOW run may go on through it.
+            ascii::HIGH => self.run_of(e, LOW),
+            // A; or, with no small letters, B (there is no LOW character
+            // for A), whose `[UP]+` is the capitals (`u > s` then, as `b[s]`
+            // is a letter and not `a`-`z`).
+            _ => e,
         };
         self.contraction(e, true).unwrap_or(e)
     }
 
     /// GPT-4o at any character.
+    #[inline(never)]
     fn gpt4o_any(&self, i: usize) -> usize {
         let (c, len) = self.at(i).expect("i < len");
         let f = self.class(c);
