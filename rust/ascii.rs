@@ -30,8 +30,6 @@ pub(crate) const NEWLINE: u8 = 1 << 5;
 pub(crate) const HIGH: u8 = 1 << 6;
 
 pub(crate) const LETTER: u8 = LOWER | UPPER;
-/// ASCII `\s`.
-pub(crate) const WHITE: u8 = SPACE | NEWLINE;
 
 /// The class of every byte (exactly one bit each).
 pub(crate) static CLASS: [u8; 256] = {
@@ -100,6 +98,19 @@ pub(crate) const fn digit_bits(w: u64) -> u64 {
     in_range(w, b'0', b'9')
 }
 
+/// The high bit of each byte of `w` that is ASCII white space (`\t`-`\r`,
+/// ` `).
+#[inline(always)]
+pub(crate) const fn white_bits(w: u64) -> u64 {
+    in_range(w, b'\t', b'\r') | in_range(w, b' ', b' ')
+}
+
+/// The high bit of each byte of `w` that is `\r` or `\n`.
+#[inline(always)]
+pub(crate) const fn newline_bits(w: u64) -> u64 {
+    in_range(w, b'\n', b'\n') | in_range(w, b'\r', b'\r')
+}
+
 /// The 8 bytes of `b` from `i` as a little-endian word (byte `i` lowest),
 /// if the text has them.
 #[inline(always)]
@@ -132,6 +143,48 @@ fn run_end(b: &[u8], mut i: usize, bits: impl Fn(u64) -> u64, is_in: impl Fn(u8)
         i += 1;
     }
     i
+}
+
+/// The run of ASCII white space from `i`, 8 bytes at a time: its end, and
+/// the end of its last newline (`\r` or `\n`), if it has one.
+#[inline]
+pub(crate) fn white_end(b: &[u8], mut i: usize) -> (usize, Option<usize>) {
+    let mut after_newline = None;
+    // Most runs are short (a newline, a space before a digit): their
+    // bytes one by one first, then 8 at a time, and the last few one by one.
+    if !(white_byte(b, &mut i, &mut after_newline) && white_byte(b, &mut i, &mut after_newline)) {
+        return (i, after_newline);
+    }
+    while let Some(w) = word_at(b, i) {
+        let out = !white_bits(w) & HIGHS;
+        // The bytes before the first one out (all 8 if none is).
+        let run = (out & out.wrapping_neg()).wrapping_sub(1);
+        let newlines = newline_bits(w) & run;
+        if newlines != 0 {
+            after_newline = Some(i + (63 - newlines.leading_zeros() as usize) / 8 + 1);
+        }
+        if out != 0 {
+            return (i + (out.trailing_zeros() / 8) as usize, after_newline);
+        }
+        i += 8;
+    }
+    while white_byte(b, &mut i, &mut after_newline) {}
+    (i, after_newline)
+}
+
+/// Whether byte `i` is white space; if so `i` goes past it (and
+/// `after_newline` too, if it is a newline).
+#[inline(always)]
+fn white_byte(b: &[u8], i: &mut usize, after_newline: &mut Option<usize>) -> bool {
+    match class_at(b, *i) {
+        SPACE => *i += 1,
+        NEWLINE => {
+            *i += 1;
+            *after_newline = Some(*i);
+        }
+        _ => return false,
+    }
+    true
 }
 
 /// End of the run of ASCII letters from `i`.
@@ -186,6 +239,29 @@ pub(crate) fn class_end(b: &[u8], mut i: usize, class: u8) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn white_space_scan_equals_byte_scan() {
+        // Random texts of white space (3 bytes in 4), and bytes that end a
+        // run: a letter, a control that is no \s, a longer character.
+        let bytes = [b' ', b'\t', b'\n', b'\r', 0x0B, 0x0C, b'x', 0x1C, 0xC2, 0xA0];
+        let mut seed = 0x9e3779b97f4a7c15u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as usize
+        };
+        for _ in 0..100_000 {
+            let n = rand() % 24;
+            let text: Vec<u8> = (0..n).map(|_| if rand() % 4 != 0 { bytes[rand() % 6] } else { bytes[6 + rand() % 4] }).collect();
+            for i in 0..text.len() {
+                let end = (i..text.len()).find(|&j| CLASS[text[j] as usize] & (SPACE | NEWLINE) == 0).unwrap_or(text.len());
+                let newline = (i..end).rev().find(|&j| CLASS[text[j] as usize] == NEWLINE).map(|j| j + 1);
+                assert_eq!(white_end(&text, i), (end, newline), "{text:?} from {i}");
+            }
+        }
+    }
 
     #[test]
     fn word_scans_equal_byte_scans() {

@@ -301,24 +301,21 @@ impl<'a> Text<'a> {
     fn space_run(&self, i: usize) -> SpaceRun {
         let mut r = SpaceRun { start: i, end: i, last_start: i, after_last_newline: None };
         loop {
-            let k = ascii::class_at(self.b, r.end);
-            if k & ascii::WHITE != 0 {
-                // ASCII white space: one byte, one character.
-                r.last_start = r.end;
-                r.end += 1;
-                if k == ascii::NEWLINE {
-                    r.after_last_newline = Some(r.end);
-                }
-                continue;
+            // ASCII white space (each byte a character) ...
+            let (e, newline) = ascii::white_end(self.b, r.end);
+            if e > r.end {
+                r.last_start = e - 1;
+                r.end = e;
+                r.after_last_newline = newline.or(r.after_last_newline);
             }
-            if k != ascii::HIGH {
+            if ascii::class_at(self.b, e) != ascii::HIGH {
                 return r;
             }
-            // A longer character (no longer white space is '\r' or '\n').
-            match self.at(r.end) {
+            // ... and a longer character (none is '\r' or '\n').
+            match self.at(e) {
                 Some((c, len)) if self.class(c) & S != 0 => {
-                    r.last_start = r.end;
-                    r.end += len;
+                    r.last_start = e;
+                    r.end = e + len;
                 }
                 _ => return r,
             }

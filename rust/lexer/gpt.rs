@@ -168,13 +168,13 @@ impl<'a> Text<'a> {
         let b0 = self.b[i];
         let k0 = ascii::CLASS[b0 as usize];
         if k0 & ascii::LETTER != 0 {
-            return self.gpt4o_word(i, i);
+            return self.gpt4o_word(i, i, k0);
         }
         let k1 = ascii::class_at(self.b, i + 1);
         match k0 {
             // The greedy prefix is tried first, and with a letter after it
             // A or B matches.
-            ascii::PUNCT | ascii::SPACE if k1 & ascii::LETTER != 0 => self.gpt4o_word(i, i + 1),
+            ascii::PUNCT | ascii::SPACE if k1 & ascii::LETTER != 0 => self.gpt4o_word(i, i + 1, k1),
             ascii::DIGIT => self.digits3(i),
             // No prefix, no UP or LOW, no punctuation: only E, F, G.
             ascii::NEWLINE => self.spaces4o(i),
@@ -197,11 +197,15 @@ impl<'a> Text<'a> {
     /// GPT-4o's A or B with its letters starting at an ASCII letter at `s`
     /// (`i`, or after an ASCII prefix at `i`), then the optional contraction.
     #[inline(always)]
-    fn gpt4o_word(&self, i: usize, s: usize) -> usize {
+    fn gpt4o_word(&self, i: usize, s: usize, ks: u8) -> usize {
         // The greedy `[UP]*` takes the capitals (none if `b[s]` is `a`-`z`),
         // and A's `[LOW]+` the small letters after them (no backing off:
         // no ASCII letter is both).
-        let (u, e) = ascii::upper_then_lower_end(self.b, s);
+        let (u, e) = if ks == ascii::LOWER {
+            (s, ascii::lower_end(self.b, s + 1))
+        } else {
+            ascii::upper_then_lower_end(self.b, s)
+        };
         let e = match ascii::class_at(self.b, e) {
             // Right after capitals, a longer character may be UP, LOW, both
             // or neither: the general path decides.
