@@ -174,3 +174,28 @@ fn long_white_space_runs_do_not_fail() {
         }
     }
 }
+
+/// Whole files: the text corpora in `corpora/`, and any more files that
+/// `LEXER_CORPUS` names (separated by ':'), such as the benchmark's 10 MB
+/// of English, code and FLORES-200.
+#[test]
+fn lexers_equal_fancy_regex_on_corpora() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.retain(|p| p.extension().is_some_and(|e| e == "txt"));
+    paths.sort();
+    if let Ok(more) = std::env::var("LEXER_CORPUS") {
+        paths.extend(more.split(':').map(std::path::PathBuf::from));
+    }
+    for (lexer, pattern) in LEXERS {
+        let re = fancy_regex::RegexBuilder::new(pattern).backtrack_limit(usize::MAX).build().unwrap();
+        for path in &paths {
+            let text = std::fs::read_to_string(path).unwrap();
+            let (ours, theirs) = (lexer_chunks(lexer, &text), regex_chunks(&re, &text));
+            if let Some(k) = (0..ours.len().min(theirs.len())).find(|&k| ours[k] != theirs[k]) {
+                panic!("{lexer:?} on {path:?}, chunk {k}: {:?} vs {:?}", &ours[k.saturating_sub(2)..k + 1], &theirs[k.saturating_sub(2)..k + 1]);
+            }
+            assert_eq!(ours.len(), theirs.len(), "{lexer:?} on {path:?}");
+        }
+    }
+}
