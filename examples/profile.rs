@@ -86,6 +86,19 @@ fn main() {
             if reps == 0 {
                 return;
             }
+            // LEX_ONLY=1: time lexing alone (for texts whose encoding is slow,
+            // such as one 10 MB run of a letter).
+            if std::env::var("LEX_ONLY").is_ok() {
+                for _ in 0..reps {
+                    let t = Instant::now();
+                    let mut c = 0usize;
+                    split.for_each_chunk(&text, |_| c += 1).unwrap();
+                    t_lex.push(t.elapsed().as_secs_f64());
+                    n = c;
+                }
+                println!("chunks {n}  lex {:.1} MB/s", mb / median(t_lex));
+                return;
+            }
             for _ in 0..reps {
                 let t = Instant::now();
                 let mut c = 0usize;

@@ -15,10 +15,19 @@
 //! The character classes come from `regex-syntax`, the tables behind the
 //! `regex` crate that fancy-regex and tiktoken use, so `\p{L}` means exactly
 //! what it means there (same Unicode version).
+//!
+//! Speed: each lexer starts with ASCII fast paths (`lexer/gpt.rs`, with the
+//! scans of `ascii.rs`) that decide most chunks of English and code from one
+//! or two bytes and scan ASCII runs 8 bytes at a time; everything else takes
+//! the general path here, character by character with the full table. See
+//! docs/performance.md, "Lexing, ASCII fast paths".
 
 use std::sync::OnceLock;
 
+use crate::ascii;
 use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+
+mod gpt;
 
 // Character class bits.
 const L: u16 = 1 << 0; // \p{L}
@@ -96,18 +105,14 @@ impl Lexer {
 
     /// Calls `f` on every chunk of `text`, left to right. Every position
     /// starts a match for these patterns, so the chunks tile the text.
-    pub fn for_each_chunk<'t>(self, text: &'t str, mut f: impl FnMut(&'t str)) {
+    #[inline]
+    pub fn for_each_chunk<'t>(self, text: &'t str, f: impl FnMut(&'t str)) {
         let t = Text { s: text, b: text.as_bytes(), classes: table() };
-        let mut i = 0;
-        while i < text.len() {
-            let end = match self {
-                Lexer::Gpt2 => t.gpt2(i),
-                Lexer::Gpt4 => t.gpt4(i),
-                Lexer::Gpt4o => t.gpt4o(i),
-            };
-            debug_assert!(end > i);
-            f(&text[i..end]);
-            i = end;
+        // One loop per lexer: the lexer is chosen once, not at every chunk.
+        match self {
+            Lexer::Gpt2 => t.tile(f, |t, i| t.gpt2(i)),
+            Lexer::Gpt4 => t.tile(f, |t, i| t.gpt4(i)),
+            Lexer::Gpt4o => t.tile(f, |t, i| t.gpt4o(i)),
         }
     }
 }
@@ -118,16 +123,45 @@ struct Text<'a> {
     classes: &'a [u16],
 }
 
-/// A white-space run: where it ends, where its last character starts, how
-/// many characters it has, and the end of its last '\r' or '\n' (if any).
+/// A white-space run: where it starts and ends, where its last character
+/// starts, and the end of its last '\r' or '\n' (if any).
 struct SpaceRun {
+    start: usize,
     end: usize,
     last_start: usize,
-    chars: usize,
     after_last_newline: Option<usize>,
 }
 
+impl SpaceRun {
+    /// `\s+(?!\S)|\s` on a run not at the end of the text: the run minus its
+    /// last character, if that leaves one (the last one stays for the next
+    /// chunk, which it starts: " world"); else the run's single `\s`.
+    #[inline]
+    fn tail(&self) -> usize {
+        if self.last_start > self.start {
+            self.last_start
+        } else {
+            self.end
+        }
+    }
+}
+
 impl<'a> Text<'a> {
+    /// Calls `f` on each chunk; `next` gives the end of the chunk at `i`.
+    #[inline(always)]
+    fn tile(&self, mut f: impl FnMut(&'a str), next: impl Fn(&Self, usize) -> usize) {
+        let mut i = 0;
+        while i < self.b.len() {
+            let end = next(self, i);
+            debug_assert!(i < end && end <= self.b.len() && self.s.is_char_boundary(end));
+            // SAFETY: every lexer advances by whole characters: `end` is a
+            // char boundary after `i` (as is `i`, 0 or the last `end`), in
+            // the text. (Slicing checked both boundaries at every chunk.)
+            f(unsafe { self.s.get_unchecked(i..end) });
+            i = end;
+        }
+    }
+
     /// The character at byte `i` (a char boundary) and its length; None at the end.
     #[inline]
     fn at(&self, i: usize) -> Option<(char, usize)> {
@@ -191,9 +225,8 @@ impl<'a> Text<'a> {
 
     #[inline]
     fn run_of(&self, mut i: usize, bits: u16) -> usize {
-        // The hot loop of every lexer (letter runs are most of any text):
-        // ASCII bytes are looked up directly, without decoding a char; other
-        // characters take the general path. This halved the lexing time.
+        // The hot loop of non-ASCII text: ASCII bytes are looked up directly,
+        // without decoding a char; other characters take the general path.
         loop {
             while let Some(&b) = self.b.get(i) {
                 if b >= 0x80 {
@@ -211,36 +244,91 @@ impl<'a> Text<'a> {
         }
     }
 
+    /// After an ASCII run of characters of class `bits` that stops at `e`:
+    /// if a longer character is next, the general run of `bits` goes on from
+    /// there; else the run ends at `e` (the scans stop only at bytes of other
+    /// classes, and no ASCII character outside the scanned class is in `bits`).
+    #[inline(always)]
+    fn ascii_then(&self, e: usize, bits: u16) -> usize {
+        if ascii::class_at(self.b, e) == ascii::HIGH {
+            self.run_of(e, bits)
+        } else {
+            e
+        }
+    }
+
+    /// `\p{L}++` from `i`: the ASCII letters 8 bytes at a time, then the rest.
+    #[inline(always)]
+    fn letters(&self, i: usize) -> usize {
+        self.ascii_then(ascii::letters_end(self.b, i), L)
+    }
+
+    /// `\p{N}{1,3}+` from an ASCII digit at `i`: ASCII digits, and the
+    /// general run for the rest of the three if a longer character follows.
+    #[inline]
+    fn digits3(&self, i: usize) -> usize {
+        let mut e = i + 1;
+        while e < i + 3 {
+            match ascii::class_at(self.b, e) {
+                ascii::DIGIT => e += 1,
+                ascii::HIGH => return self.run(e, i + 3 - e, |g| g & N != 0),
+                _ => break,
+            }
+        }
+        e
+    }
+
+    /// `[^\s\p{L}\p{N}]++` from `i`: ASCII punctuation byte by byte, then the
+    /// general run if a longer character follows (which may be punctuation:
+    /// `“`, `…`, a mark).
+    #[inline]
+    fn punct_run(&self, i: usize) -> usize {
+        let e = ascii::class_end(self.b, i, ascii::PUNCT);
+        if ascii::class_at(self.b, e) == ascii::HIGH {
+            self.run(e, usize::MAX, Self::is_punct)
+        } else {
+            e
+        }
+    }
+
     /// `[^\s\p{L}\p{N}]`: "punctuation" (symbols, marks, controls, ...).
     #[inline]
     fn is_punct(f: u16) -> bool {
         f & (S | L | N) == 0
     }
 
+    /// The white-space run from `i`.
     fn space_run(&self, i: usize) -> SpaceRun {
-        let mut r = SpaceRun { end: i, last_start: i, chars: 0, after_last_newline: None };
-        while let Some((c, len)) = self.at(r.end) {
-            if self.class(c) & S == 0 {
-                break;
+        let mut r = SpaceRun { start: i, end: i, last_start: i, after_last_newline: None };
+        loop {
+            // ASCII white space (each byte a character) ...
+            let (e, newline) = ascii::white_end(self.b, r.end);
+            if e > r.end {
+                r.last_start = e - 1;
+                r.end = e;
+                r.after_last_newline = newline.or(r.after_last_newline);
             }
-            r.last_start = r.end;
-            r.end += len;
-            r.chars += 1;
-            if c == '\r' || c == '\n' {
-                r.after_last_newline = Some(r.end);
+            if ascii::class_at(self.b, e) != ascii::HIGH {
+                return r;
+            }
+            // ... and a longer character (none is '\r' or '\n').
+            match self.at(e) {
+                Some((c, len)) if self.class(c) & S != 0 => {
+                    r.last_start = e;
+                    r.end = e + len;
+                }
+                _ => return r,
             }
         }
-        r
     }
 
     /// The contraction after an apostrophe at `i`: `'s 't 'd 'm 'll 've 're`,
     /// case-insensitively if `ci`. Unicode case folding makes U+017F (long s)
     /// match `s` too, as it does in the regex engines.
     ///
-    /// Every letter run (GPT-4o) and every chunk (GPT-2, GPT-4) asks, and
-    /// the answer is nearly always "no apostrophe": that test is inlined, the
-    /// rest is a call. (A call for the test too was 2.6% of encoding
-    /// FLORES-200 with o200k.)
+    /// Every letter run (GPT-4o) asks, and the answer is nearly always "no
+    /// apostrophe": that test is inlined, the rest is a call. (A call for the
+    /// test too was 2.6% of encoding FLORES-200 with o200k.)
     #[inline(always)]
     fn contraction(&self, i: usize, ci: bool) -> Option<usize> {
         if self.b.get(i) != Some(&b'\'') {
@@ -268,79 +356,17 @@ impl<'a> Text<'a> {
         }
     }
 
-    /// GPT-2: `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`
-    fn gpt2(&self, i: usize) -> usize {
-        let (c, len) = self.at(i).expect("i < len");
-        if let Some(e) = self.contraction(i, false) {
-            return e;
-        }
-        // ` ?X++` for X = letters, numbers, punctuation: a space followed by
-        // an X joins it. (Without the space, a space is no X: it is \s.)
-        let start = if c == ' ' { i + 1 } else { i };
-        if let Some((d, _)) = self.at(start) {
-            let g = self.class(d);
-            if g & L != 0 {
-                return self.run_of(start, L);
-            }
-            if g & N != 0 {
-                return self.run_of(start, N);
-            }
-            if Self::is_punct(g) {
-                return self.run(start, usize::MAX, Self::is_punct);
-            }
-        }
-        // `\s++$|\s+(?!\S)|\s`
-        let r = self.space_run(i);
-        if r.end == self.b.len() {
-            return r.end;
-        }
-        self.space_tail(&r, i + len)
-    }
-
-    /// `\s+(?!\S)` on a white-space run not at the end of the text: the run
-    /// minus its last character, if that leaves one (the last one stays for
-    /// the next chunk, which it starts: " world"); else a single `\s`.
+    /// `[\r\n]*` (or `[\r\n/]*` for GPT-4o) after a punctuation run.
     #[inline]
-    fn space_tail(&self, r: &SpaceRun, one: usize) -> usize {
-        if r.chars >= 2 {
-            r.last_start
-        } else {
-            one
+    fn newlines(&self, mut e: usize, slash: bool) -> usize {
+        while let Some(&b) = self.b.get(e) {
+            if b == b'\r' || b == b'\n' || (slash && b == b'/') {
+                e += 1;
+            } else {
+                break;
+            }
         }
-    }
-
-    /// GPT-4: `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
-    ///         ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
-    fn gpt4(&self, i: usize) -> usize {
-        let (c, len) = self.at(i).expect("i < len");
-        let f = self.class(c);
-        if let Some(e) = self.contraction(i, true) {
-            return e;
-        }
-        // `[^\r\n\p{L}\p{N}]?+\p{L}++`: the possessive `?+` keeps a prefix
-        // character once taken, so with a prefix the letters must follow it.
-        if f & L != 0 {
-            return self.run_of(i, L);
-        }
-        if c != '\r' && c != '\n' && f & N == 0 && self.class_at(i + len).is_some_and(|g| g & L != 0) {
-            return self.run_of(i + len, L);
-        }
-        if f & N != 0 {
-            return self.run(i, 3, |g| g & N != 0);
-        }
-        if let Some(e) = self.punctuation(i, c, f, false) {
-            return e;
-        }
-        // `\s++$`: a run that ends the text; `\s*[\r\n]`: the greedy `\s*`
-        // backs off to the run's last newline; then `\s+(?!\S)|\s`.
-        let r = self.space_run(i);
-        if r.end == self.b.len() {
-            return r.end;
-        }
-        if let Some(e) = r.after_last_newline {
-            return e;
-        }
-        self.space_tail(&r, i + len)
+        e
     }
 
     /// ` ?[^\s\p{L}\p{N}]+` followed by `[\r\n]*` (GPT-4) or `[\r\n/]*`
@@ -354,157 +380,9 @@ impl<'a> Text<'a> {
         } else {
             return None;
         };
-        let e = self.run(start, usize::MAX, Self::is_punct);
-        Some(self.newlines(e, slash))
-    }
-
-    /// `[\r\n]*` (or `[\r\n/]*` for GPT-4o) after a punctuation run.
-    fn newlines(&self, mut e: usize, slash: bool) -> usize {
-        while let Some(&b) = self.b.get(e) {
-            if b == b'\r' || b == b'\n' || (slash && b == b'/') {
-                e += 1;
-            } else {
-                break;
-            }
-        }
-        e
-    }
-
-    /// GPT-4o:
-    ///   A `[^\r\n\p{L}\p{N}]?[UP]*[LOW]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?`
-    ///   B `[^\r\n\p{L}\p{N}]?[UP]+[LOW]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`
-    ///   C `\p{N}{1,3}`
-    ///   D ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
-    ///   E `\s*[\r\n]+`, F `\s+(?!\S)`, G `\s+`
-    /// with UP = `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`, LOW = `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
-    fn gpt4o(&self, i: usize) -> usize {
-        // Fast path for the most common chunk of all, ` ?[a-z]...`: an ASCII
-        // lower-case letter is LOW and not UP, so alternative A matches at
-        // once (with the space as its prefix, if any): the LOW run and an
-        // optional contraction. Skipping the general search below made
-        // GPT-4o lexing about 1.5× faster.
-        let s = if self.b[i] == b' ' { i + 1 } else { i };
-        if self.b.get(s).is_some_and(u8::is_ascii_lowercase) {
-            let e = self.run_of(s, LOW);
-            return self.contraction(e, true).unwrap_or(e);
-        }
-        let (c, len) = self.at(i).expect("i < len");
-        let f = self.class(c);
-        // The optional prefix is greedy: tried with it first, then without.
-        // (Marks are not \p{L}, so a mark can be the prefix *and* start UP/LOW.)
-        let prefix = c != '\r' && c != '\n' && f & (L | N) == 0;
-        for alt_a in [true, false] {
-            for with_prefix in [true, false] {
-                if with_prefix && !prefix {
-                    continue;
-                }
-                let p = if with_prefix { i + len } else { i };
-                let end = if alt_a { self.up_star_low_plus(p) } else { self.up_plus_low_star(p) };
-                if let Some(e) = end {
-                    return self.contraction(e, true).unwrap_or(e);
-                }
-            }
-        }
-        if f & N != 0 {
-            return self.run(i, 3, |g| g & N != 0);
-        }
-        if let Some(e) = self.punctuation(i, c, f, true) {
-            return e;
-        }
-        // E (up to the run's last newline), then F (which takes a run that
-        // ends the text whole), then G (a run of one before a non-space).
-        let r = self.space_run(i);
-        if let Some(e) = r.after_last_newline {
-            return e;
-        }
-        if r.end == self.b.len() {
-            return r.end;
-        }
-        self.space_tail(&r, i + len)
-    }
-
-    /// `[UP]*[LOW]+` from `p`: the greedy `[UP]*` takes the whole UP run and
-    /// backs off one character at a time until a LOW character follows; the
-    /// LOW run then extends as far as it can.
-    fn up_star_low_plus(&self, p: usize) -> Option<usize> {
-        // Scan the UP run, remembering the end of its last character that is
-        // also LOW (the place the backtracking would settle on).
-        let mut u = p;
-        let mut last_low_end = None;
-        while let Some((c, len)) = self.at(u) {
-            let g = self.class(c);
-            if g & UP == 0 {
-                // A LOW character after the UP run: the LOW run goes on from it.
-                if g & LOW != 0 {
-                    return Some(self.run_of(u + len, LOW));
-                }
-                break;
-            }
-            u += len;
-            if g & LOW != 0 {
-                last_low_end = Some(u);
-            }
-        }
-        last_low_end
-    }
-
-    /// `[UP]+[LOW]*` from `p`.
-    fn up_plus_low_star(&self, p: usize) -> Option<usize> {
-        let u = self.run_of(p, UP);
-        (u > p).then(|| self.run_of(u, LOW))
+        Some(self.newlines(self.punct_run(start), slash))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use fancy_regex::Regex;
-
-    /// Tricky characters: each class and each boundary case of the patterns.
-    const ALPHABET: &[&str] = &[
-        "a", "Z", "é", "ß", "ǅ", "ʰ", "日", "\u{301}", "\u{903}", "ſ", "K", "1", "٣", "Ⅻ", "½", " ", "  ",
-        "\t", "\n", "\r", "\r\n", "\u{85}", "\u{a0}", "\u{2028}", "\u{3000}", "\u{1c}", "\u{b}", "'", "'s",
-        "'S", "'ll", "'LL", "'ve", "'Re", "'d", "!", "/", ".", "?!", "🙂", "\u{200d}", "\u{fe0f}", "$",
-        "\u{323b0}", "\u{295}", "\u{e000}",
-    ];
-
-    fn regex_chunks<'t>(re: &Regex, text: &'t str) -> Vec<&'t str> {
-        re.find_iter(text).map(|m| m.unwrap().as_str()).collect()
-    }
-
-    #[test]
-    fn lexers_equal_fancy_regex_on_random_text() {
-        let mut seed = 0x9e3779b97f4a7c15u64;
-        let mut rand = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        for (lexer, pattern) in
-            [(Lexer::Gpt2, GPT2_PATTERN), (Lexer::Gpt4, GPT4_PATTERN), (Lexer::Gpt4o, GPT4O_PATTERN)]
-        {
-            let re = Regex::new(pattern).unwrap();
-            for _ in 0..(std::env::var("LEXER_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000)) {
-                let n = (rand() % 16) as usize;
-                let text: String = (0..n).map(|_| ALPHABET[(rand() % ALPHABET.len() as u64) as usize]).collect();
-                let mut ours = Vec::new();
-                lexer.for_each_chunk(&text, |c| ours.push(c));
-                assert_eq!(ours, regex_chunks(&re, &text), "{lexer:?} on {text:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn long_white_space_runs_do_not_fail() {
-        // fancy-regex gives up on these with GPT-4o's pattern; we must not.
-        for lexer in [Lexer::Gpt2, Lexer::Gpt4, Lexer::Gpt4o] {
-            for text in [" ".repeat(1_000_000), "\t".repeat(1_000_000), format!("{}x", " ".repeat(100_000))] {
-                let mut chunks = Vec::new();
-                lexer.for_each_chunk(&text, |c| chunks.push(c));
-                assert_eq!(chunks.concat(), text);
-                assert!(chunks.len() <= 3, "{lexer:?}: {}", chunks.len());
-            }
-        }
-    }
-}
+mod tests;

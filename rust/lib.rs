@@ -5,6 +5,7 @@
 //! - [`limits`]: limits on input, and the errors past them;
 //! - [`vocab`]: `Rank`, `NONE`, `MAX_ID`, the `Vocab` (token bytes -> rank) and `pack`/`pack_small`;
 //! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
+//! - `ascii`: ASCII byte classes and 8-bytes-at-a-time scans, for the lexers' fast paths;
 //! - [`lexer`]: hand-written lexers for those three patterns;
 //! - [`pretokenize`]: the `Splitter` (lexer or regex), safe cut points, `cut_at`;
 //! - [`input`]: reading byte ranges of text files in blocks that end at safe cut points;
@@ -23,6 +24,7 @@
 pub mod limits;
 pub mod vocab;
 pub mod patterns;
+mod ascii;
 pub mod lexer;
 pub mod pretokenize;
 pub mod input;

@@ -1,0 +1,201 @@
+use super::*;
+use fancy_regex::Regex;
+
+const LEXERS: [(Lexer, &str); 3] =
+    [(Lexer::Gpt2, GPT2_PATTERN), (Lexer::Gpt4, GPT4_PATTERN), (Lexer::Gpt4o, GPT4O_PATTERN)];
+
+/// Tricky characters: each class and each boundary case of the patterns.
+const ALPHABET: &[&str] = &[
+    "a", "Z", "é", "ß", "ǅ", "ʰ", "日", "\u{301}", "\u{903}", "ſ", "K", "1", "٣", "Ⅻ", "½", " ", "  ",
+    "\t", "\n", "\r", "\r\n", "\u{85}", "\u{a0}", "\u{2028}", "\u{3000}", "\u{1c}", "\u{b}", "'", "'s",
+    "'S", "'ll", "'LL", "'ve", "'Re", "'d", "!", "/", ".", "?!", "🙂", "\u{200d}", "\u{fe0f}", "$",
+    "\u{323b0}", "\u{295}", "\u{e000}",
+];
+
+/// Mostly ASCII, with weights, so that the ASCII fast paths run and hand
+/// over to the general path at every position: letters of both cases (the
+/// contraction letters among them), digits, each ASCII white space,
+/// apostrophes, punctuation and '/', and a few longer letters (of each case
+/// class), a mark, digits, spaces and punctuation.
+const ASCII_HEAVY: &[(&str, u32)] = &[
+    ("e", 8), ("t", 4), ("s", 4), ("l", 3), ("v", 2), ("r", 2), ("d", 2), ("m", 2), ("x", 2),
+    ("E", 3), ("S", 3), ("L", 2), ("V", 1), ("R", 1), ("D", 1), ("M", 1), ("T", 2), ("Q", 1),
+    ("0", 3), ("7", 3),
+    (" ", 12), ("\t", 2), ("\n", 3), ("\r", 2), ("\u{b}", 1), ("\u{c}", 1),
+    ("'", 6), (".", 2), (",", 2), ("/", 2), ("(", 1), ("\"", 1), ("-", 1), ("#", 1), ("\u{1c}", 1), ("\u{7f}", 1), ("\0", 1),
+    ("é", 1), ("É", 1), ("ſ", 1), ("ǅ", 1), ("ʰ", 1), ("日", 1), ("\u{301}", 1), ("٣", 1), ("Ⅻ", 1),
+    ("\u{a0}", 1), ("\u{85}", 1), ("\u{2028}", 1), ("\u{3000}", 1), ("…", 1), ("“", 1), ("🙂", 1),
+];
+
+/// The piece of `ASCII_HEAVY` that the random number `r` picks.
+fn weighted(r: u64) -> &'static str {
+    let total: u64 = ASCII_HEAVY.iter().map(|&(_, w)| w as u64).sum();
+    let mut r = r % total;
+    for &(s, w) in ASCII_HEAVY {
+        if r < w as u64 {
+            return s;
+        }
+        r -= w as u64;
+    }
+    unreachable!()
+}
+
+fn regex_chunks<'t>(re: &Regex, text: &'t str) -> Vec<&'t str> {
+    re.find_iter(text).map(|m| m.unwrap().as_str()).collect()
+}
+
+fn lexer_chunks(lexer: Lexer, text: &str) -> Vec<&str> {
+    let mut chunks = Vec::new();
+    lexer.for_each_chunk(text, |c| chunks.push(c));
+    chunks
+}
+
+/// xorshift64: the same texts on every run.
+fn rng(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
+/// Texts per lexer for the random tests (the `LEXER_ITERS` variable sets it).
+fn iterations() -> usize {
+    std::env::var("LEXER_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000)
+}
+
+#[test]
+fn lexers_equal_fancy_regex_on_random_text() {
+    let mut rand = rng(0x9e3779b97f4a7c15);
+    for (lexer, pattern) in LEXERS {
+        let re = Regex::new(pattern).unwrap();
+        for _ in 0..iterations() {
+            let n = (rand() % 16) as usize;
+            let text: String = (0..n).map(|_| ALPHABET[(rand() % ALPHABET.len() as u64) as usize]).collect();
+            assert_eq!(lexer_chunks(lexer, &text), regex_chunks(&re, &text), "{lexer:?} on {text:?}");
+        }
+    }
+}
+
+#[test]
+fn lexers_equal_fancy_regex_on_mostly_ascii_text() {
+    let mut rand = rng(0x2545f4914f6cdd1d);
+    for (lexer, pattern) in LEXERS {
+        let re = Regex::new(pattern).unwrap();
+        for k in 0..iterations() {
+            // Mostly short texts, some long enough for several 8-byte steps.
+            let n = (rand() % if k % 8 == 0 { 64 } else { 24 }) as usize;
+            let text: String = (0..n).map(|_| weighted(rand())).collect();
+            assert_eq!(lexer_chunks(lexer, &text), regex_chunks(&re, &text), "{lexer:?} on {text:?}");
+        }
+    }
+}
+
+/// Long runs of one class, contractions, ASCII words meeting longer
+/// characters, white-space runs before letters and at the end of the text.
+fn adversarial_texts() -> Vec<String> {
+    let mut texts: Vec<String> = vec![
+        "a".repeat(100_000),
+        "Z".repeat(100_000),
+        "aB".repeat(50_000),
+        format!("{}x", " ".repeat(100_000)),
+        "1".repeat(100_000),
+        format!("x{}", "1234567".repeat(10_000)),
+        "!".repeat(100_000),
+        "/".repeat(100_000),
+        "\n".repeat(100_000),
+        " \t".repeat(50_000),
+        "a.b,c;d-e/f".repeat(10_000),
+        "'''''".into(),
+        "a'sS'LL".into(),
+        "'s'S'ſ'll'LL'lL've'VE're'RE'd'D'm'M't'T'x'".into(),
+        "don't DON'T it'ſ HE'S she'Ll x'".into(),
+        "abcабв日本déf ĀbcDEF helloМир HELLOмир ǅemal".into(),
+    ];
+    for word in ["word", "WORD", "Word", "wORD", "w", "W"] {
+        for next in ["\u{301}", "é", "É", "٣", "ʰ", "日", "ǅ", "\u{a0}", "…", "ſ", "🙂"] {
+            for before in ["", " ", ".", "\t", "\n", "'", "1"] {
+                texts.push(format!("{before}{word}{next}"));
+                texts.push(format!("{before}{word}{next}x"));
+                texts.push(format!("{before}{word}{next}{word}"));
+            }
+        }
+    }
+    for run in [" ", "  ", " \t\n\u{a0}", "\t\t", " \n ", "\u{a0}\u{a0} ", "\n\r\n\t ", "\u{85} ", "\u{3000}\n"] {
+        for after in ["", "x", "X", "é", "1", "٣", ".", "'s", "\u{301}", "\u{a0}"] {
+            texts.push(format!("{run}{after}"));
+            texts.push(format!("x{run}{after}"));
+            texts.push(format!("!{run}{after}"));
+        }
+    }
+    texts
+}
+
+#[test]
+fn lexers_equal_fancy_regex_on_adversarial_text() {
+    for (lexer, pattern) in LEXERS {
+        // (The default limit is too small for some of the long runs.)
+        let re = fancy_regex::RegexBuilder::new(pattern).backtrack_limit(usize::MAX).build().unwrap();
+        for text in adversarial_texts() {
+            let ours = lexer_chunks(lexer, &text);
+            let theirs = regex_chunks(&re, &text);
+            assert!(ours == theirs, "{lexer:?} on {:?}: {:?} vs {:?}", &text[..text.len().min(40)], &ours[..ours.len().min(10)], &theirs[..theirs.len().min(10)]);
+        }
+    }
+}
+
+#[test]
+fn ascii_classes_equal_the_unicode_table() {
+    let t = table();
+    for b in 0..128u8 {
+        let (k, f) = (ascii::CLASS[b as usize], t[b as usize]);
+        assert_eq!(k.count_ones(), 1, "{b:#x}");
+        assert_eq!(k == ascii::LOWER, f & LL != 0 && f & L != 0, "{b:#x}");
+        assert_eq!(k == ascii::UPPER, f & LU != 0 && f & L != 0, "{b:#x}");
+        assert_eq!(k & ascii::LETTER != 0, f & L != 0, "{b:#x}");
+        assert_eq!(k == ascii::DIGIT, f & N != 0, "{b:#x}");
+        assert_eq!(k & (ascii::SPACE | ascii::NEWLINE) != 0, f & S != 0, "{b:#x}");
+        assert_eq!(k == ascii::NEWLINE, b == b'\r' || b == b'\n', "{b:#x}");
+        assert_eq!(k == ascii::PUNCT, f & (S | L | N) == 0, "{b:#x}");
+        assert_eq!(f & (LT | LM | LO | M), 0, "{b:#x}");
+    }
+    assert!((128..256).all(|b| ascii::CLASS[b] == ascii::HIGH));
+}
+
+#[test]
+fn long_white_space_runs_do_not_fail() {
+    // fancy-regex gives up on these with GPT-4o's pattern; we must not.
+    for lexer in [Lexer::Gpt2, Lexer::Gpt4, Lexer::Gpt4o] {
+        for text in [" ".repeat(1_000_000), "\t".repeat(1_000_000), format!("{}x", " ".repeat(100_000))] {
+            let chunks = lexer_chunks(lexer, &text);
+            assert_eq!(chunks.concat(), text);
+            assert!(chunks.len() <= 3, "{lexer:?}: {}", chunks.len());
+        }
+    }
+}
+
+/// Whole files: the text corpora in `corpora/`, and any more files that
+/// `LEXER_CORPUS` names (separated by ':'), such as the benchmark's 10 MB
+/// of English, code and FLORES-200.
+#[test]
+fn lexers_equal_fancy_regex_on_corpora() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.retain(|p| p.extension().is_some_and(|e| e == "txt"));
+    paths.sort();
+    if let Ok(more) = std::env::var("LEXER_CORPUS") {
+        paths.extend(more.split(':').map(std::path::PathBuf::from));
+    }
+    for (lexer, pattern) in LEXERS {
+        let re = fancy_regex::RegexBuilder::new(pattern).backtrack_limit(usize::MAX).build().unwrap();
+        for path in &paths {
+            let text = std::fs::read_to_string(path).unwrap();
+            let (ours, theirs) = (lexer_chunks(lexer, &text), regex_chunks(&re, &text));
+            if let Some(k) = (0..ours.len().min(theirs.len())).find(|&k| ours[k] != theirs[k]) {
+                panic!("{lexer:?} on {path:?}, chunk {k}: {:?} vs {:?}", &ours[k.saturating_sub(2)..k + 1], &theirs[k.saturating_sub(2)..k + 1]);
+            }
+            assert_eq!(ours.len(), theirs.len(), "{lexer:?} on {path:?}");
+        }
+    }
+}
