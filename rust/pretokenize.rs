@@ -38,7 +38,12 @@ enum Engine {
 impl Splitter {
     pub fn new(pattern: &str) -> Result<Self, String> {
         let engine = match Lexer::for_pattern(pattern) {
-            Some(lexer) => Engine::Lexer(lexer),
+            Some(lexer) => {
+                // Builds the lexers' character-class table (a few ms, once
+                // per process) now rather than in the first call that lexes.
+                crate::lexer::is_letter('a');
+                Engine::Lexer(lexer)
+            }
             None => Engine::Regex(
                 Regex::new(pattern).map_err(|e| format!("invalid split pattern {pattern:?}: {e}"))?,
                 regex::Regex::new(pattern).is_ok(),
