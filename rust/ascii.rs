@@ -145,16 +145,13 @@ fn run_end(b: &[u8], mut i: usize, bits: impl Fn(u64) -> u64, is_in: impl Fn(u8)
     i
 }
 
-/// The run of ASCII white space from `i`, 8 bytes at a time: its end, and
-/// the end of its last newline (`\r` or `\n`), if it has one.
+/// The run of ASCII white space from `i`, 8 bytes at a time, as far as the
+/// text has 8 bytes: where it stops (at a byte that is no ASCII white space,
+/// or with fewer than 8 bytes left), and the end of its last newline (`\r`
+/// or `\n`), if it has one.
 #[inline]
-pub(crate) fn white_end(b: &[u8], mut i: usize) -> (usize, Option<usize>) {
+pub(crate) fn white_words(b: &[u8], mut i: usize) -> (usize, Option<usize>) {
     let mut after_newline = None;
-    // Most runs are short (a newline, a space before a digit): their
-    // bytes one by one first, then 8 at a time, and the last few one by one.
-    if !(white_byte(b, &mut i, &mut after_newline) && white_byte(b, &mut i, &mut after_newline)) {
-        return (i, after_newline);
-    }
     while let Some(w) = word_at(b, i) {
         let out = !white_bits(w) & HIGHS;
         // The bytes before the first one out (all 8 if none is).
@@ -168,23 +165,7 @@ pub(crate) fn white_end(b: &[u8], mut i: usize) -> (usize, Option<usize>) {
         }
         i += 8;
     }
-    while white_byte(b, &mut i, &mut after_newline) {}
     (i, after_newline)
-}
-
-/// Whether byte `i` is white space; if so `i` goes past it (and
-/// `after_newline` too, if it is a newline).
-#[inline(always)]
-fn white_byte(b: &[u8], i: &mut usize, after_newline: &mut Option<usize>) -> bool {
-    match class_at(b, *i) {
-        SPACE => *i += 1,
-        NEWLINE => {
-            *i += 1;
-            *after_newline = Some(*i);
-        }
-        _ => return false,
-    }
-    true
 }
 
 /// End of the run of ASCII letters from `i`.
@@ -256,9 +237,12 @@ mod tests {
             let n = rand() % 24;
             let text: Vec<u8> = (0..n).map(|_| if rand() % 4 != 0 { bytes[rand() % 6] } else { bytes[6 + rand() % 4] }).collect();
             for i in 0..text.len() {
+                let (stop, newline) = white_words(&text, i);
                 let end = (i..text.len()).find(|&j| CLASS[text[j] as usize] & (SPACE | NEWLINE) == 0).unwrap_or(text.len());
-                let newline = (i..end).rev().find(|&j| CLASS[text[j] as usize] == NEWLINE).map(|j| j + 1);
-                assert_eq!(white_end(&text, i), (end, newline), "{text:?} from {i}");
+                // At the run's end, or short of it within 8 bytes of the text's end.
+                assert!(stop == end || (stop < end && stop + 8 > text.len()), "{text:?} from {i}");
+                let want = (i..stop).rev().find(|&j| CLASS[text[j] as usize] == NEWLINE).map(|j| j + 1);
+                assert_eq!(newline, want, "{text:?} from {i}");
             }
         }
     }
