@@ -7,7 +7,7 @@
 //! `\s` (exactly these: regex-syntax's White_Space has no other ASCII
 //! character; 0x1C..0x1F are not in it), and everything else is
 //! `[^\s\p{L}\p{N}]`. No ASCII byte is a mark, `\p{Lt}`, `\p{Lm}` or `\p{Lo}`.
-//! A test in `lexer.rs` checks [`CLASS`] against the full Unicode table.
+//! A test (`lexer/tests.rs`) checks [`CLASS`] against the full Unicode table.
 //!
 //! Every scan here stops at the first byte outside its class, and in
 //! particular at the first byte >= 0x80, where a lexer goes on with its exact
@@ -75,46 +75,46 @@ const fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
 
 /// The high bit of each byte of `w` that is `a`-`z`.
 #[inline(always)]
-pub(crate) const fn lower_bits(w: u64) -> u64 {
+const fn lower_bits(w: u64) -> u64 {
     in_range(w, b'a', b'z')
 }
 
 /// The high bit of each byte of `w` that is `A`-`Z`.
 #[inline(always)]
-pub(crate) const fn upper_bits(w: u64) -> u64 {
+const fn upper_bits(w: u64) -> u64 {
     in_range(w, b'A', b'Z')
 }
 
 /// The high bit of each byte of `w` that is an ASCII letter. (`x | 0x20`
 /// maps `A`-`Z` onto `a`-`z` and no other byte into that range.)
 #[inline(always)]
-pub(crate) const fn letter_bits(w: u64) -> u64 {
+const fn letter_bits(w: u64) -> u64 {
     in_range(w | ONES * 0x20, b'a', b'z')
 }
 
 /// The high bit of each byte of `w` that is `0`-`9`.
 #[inline(always)]
-pub(crate) const fn digit_bits(w: u64) -> u64 {
+const fn digit_bits(w: u64) -> u64 {
     in_range(w, b'0', b'9')
 }
 
 /// The high bit of each byte of `w` that is ASCII white space (`\t`-`\r`,
 /// ` `).
 #[inline(always)]
-pub(crate) const fn white_bits(w: u64) -> u64 {
+const fn white_bits(w: u64) -> u64 {
     in_range(w, b'\t', b'\r') | in_range(w, b' ', b' ')
 }
 
 /// The high bit of each byte of `w` that is `\r` or `\n`.
 #[inline(always)]
-pub(crate) const fn newline_bits(w: u64) -> u64 {
+const fn newline_bits(w: u64) -> u64 {
     in_range(w, b'\n', b'\n') | in_range(w, b'\r', b'\r')
 }
 
 /// The 8 bytes of `b` from `i` as a little-endian word (byte `i` lowest),
 /// if the text has them.
 #[inline(always)]
-pub(crate) fn word_at(b: &[u8], i: usize) -> Option<u64> {
+fn word_at(b: &[u8], i: usize) -> Option<u64> {
     b.get(i..i + 8).map(|bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
 }
 
@@ -122,7 +122,7 @@ pub(crate) fn word_at(b: &[u8], i: usize) -> Option<u64> {
 /// `bits` leaves clear; 8 if none. (Little-endian: the lowest set bit
 /// belongs to the first such byte.)
 #[inline(always)]
-pub(crate) fn first_clear(bits: u64, from: usize) -> usize {
+fn first_clear(bits: u64, from: usize) -> usize {
     let out = !bits & HIGHS & (u64::MAX << (8 * from));
     (out.trailing_zeros() / 8) as usize
 }

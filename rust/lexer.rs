@@ -10,8 +10,10 @@
 //!
 //! Exactness: every function below states the alternative it implements and
 //! resolves backtracking explicitly. The tests compare these lexers with
-//! fancy-regex (Rust unit tests, random strings of tricky characters), and with
-//! Python's `regex` and tiktoken (Python tests, hypothesis and real corpora).
+//! fancy-regex (Rust unit tests in `lexer/tests.rs`: random strings of tricky
+//! characters, of mostly ASCII and of mostly white space, adversarial texts,
+//! the corpora), and with Python's `regex` and tiktoken (Python tests,
+//! hypothesis and real corpora).
 //! The character classes come from `regex-syntax`, the tables behind the
 //! `regex` crate that fancy-regex and tiktoken use, so `\p{L}` means exactly
 //! what it means there (same Unicode version).
