@@ -7,7 +7,7 @@
 //! `\s` (exactly these: regex-syntax's White_Space has no other ASCII
 //! character; 0x1C..0x1F are not in it), and everything else is
 //! `[^\s\p{L}\p{N}]`. No ASCII byte is a mark, `\p{Lt}`, `\p{Lm}` or `\p{Lo}`.
-//! A test in `lexer.rs` checks [`CLASS`] against the full Unicode table.
+//! A test (`lexer/tests.rs`) checks [`CLASS`] against the full Unicode table.
 //!
 //! Every scan here stops at the first byte outside its class, and in
 //! particular at the first byte >= 0x80, where a lexer goes on with its exact
@@ -75,46 +75,46 @@ const fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
 
 /// The high bit of each byte of `w` that is `a`-`z`.
 #[inline(always)]
-pub(crate) const fn lower_bits(w: u64) -> u64 {
+const fn lower_bits(w: u64) -> u64 {
     in_range(w, b'a', b'z')
 }
 
 /// The high bit of each byte of `w` that is `A`-`Z`.
 #[inline(always)]
-pub(crate) const fn upper_bits(w: u64) -> u64 {
+const fn upper_bits(w: u64) -> u64 {
     in_range(w, b'A', b'Z')
 }
 
 /// The high bit of each byte of `w` that is an ASCII letter. (`x | 0x20`
 /// maps `A`-`Z` onto `a`-`z` and no other byte into that range.)
 #[inline(always)]
-pub(crate) const fn letter_bits(w: u64) -> u64 {
+const fn letter_bits(w: u64) -> u64 {
     in_range(w | ONES * 0x20, b'a', b'z')
 }
 
 /// The high bit of each byte of `w` that is `0`-`9`.
 #[inline(always)]
-pub(crate) const fn digit_bits(w: u64) -> u64 {
+const fn digit_bits(w: u64) -> u64 {
     in_range(w, b'0', b'9')
 }
 
 /// The high bit of each byte of `w` that is ASCII white space (`\t`-`\r`,
 /// ` `).
 #[inline(always)]
-pub(crate) const fn white_bits(w: u64) -> u64 {
+const fn white_bits(w: u64) -> u64 {
     in_range(w, b'\t', b'\r') | in_range(w, b' ', b' ')
 }
 
 /// The high bit of each byte of `w` that is `\r` or `\n`.
 #[inline(always)]
-pub(crate) const fn newline_bits(w: u64) -> u64 {
+const fn newline_bits(w: u64) -> u64 {
     in_range(w, b'\n', b'\n') | in_range(w, b'\r', b'\r')
 }
 
 /// The 8 bytes of `b` from `i` as a little-endian word (byte `i` lowest),
 /// if the text has them.
 #[inline(always)]
-pub(crate) fn word_at(b: &[u8], i: usize) -> Option<u64> {
+fn word_at(b: &[u8], i: usize) -> Option<u64> {
     b.get(i..i + 8).map(|bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
 }
 
@@ -122,7 +122,7 @@ pub(crate) fn word_at(b: &[u8], i: usize) -> Option<u64> {
 /// `bits` leaves clear; 8 if none. (Little-endian: the lowest set bit
 /// belongs to the first such byte.)
 #[inline(always)]
-pub(crate) fn first_clear(bits: u64, from: usize) -> usize {
+fn first_clear(bits: u64, from: usize) -> usize {
     let out = !bits & HIGHS & (u64::MAX << (8 * from));
     (out.trailing_zeros() / 8) as usize
 }
@@ -145,16 +145,13 @@ fn run_end(b: &[u8], mut i: usize, bits: impl Fn(u64) -> u64, is_in: impl Fn(u8)
     i
 }
 
-/// The run of ASCII white space from `i`, 8 bytes at a time: its end, and
-/// the end of its last newline (`\r` or `\n`), if it has one.
+/// The run of ASCII white space from `i`, 8 bytes at a time, as far as the
+/// text has 8 bytes: where it stops (at a byte that is no ASCII white space,
+/// or with fewer than 8 bytes left), and the end of its last newline (`\r`
+/// or `\n`), if it has one.
 #[inline]
-pub(crate) fn white_end(b: &[u8], mut i: usize) -> (usize, Option<usize>) {
+pub(crate) fn white_words(b: &[u8], mut i: usize) -> (usize, Option<usize>) {
     let mut after_newline = None;
-    // Most runs are short (a newline, a space before a digit): their
-    // bytes one by one first, then 8 at a time, and the last few one by one.
-    if !(white_byte(b, &mut i, &mut after_newline) && white_byte(b, &mut i, &mut after_newline)) {
-        return (i, after_newline);
-    }
     while let Some(w) = word_at(b, i) {
         let out = !white_bits(w) & HIGHS;
         // The bytes before the first one out (all 8 if none is).
@@ -168,23 +165,7 @@ pub(crate) fn white_end(b: &[u8], mut i: usize) -> (usize, Option<usize>) {
         }
         i += 8;
     }
-    while white_byte(b, &mut i, &mut after_newline) {}
     (i, after_newline)
-}
-
-/// Whether byte `i` is white space; if so `i` goes past it (and
-/// `after_newline` too, if it is a newline).
-#[inline(always)]
-fn white_byte(b: &[u8], i: &mut usize, after_newline: &mut Option<usize>) -> bool {
-    match class_at(b, *i) {
-        SPACE => *i += 1,
-        NEWLINE => {
-            *i += 1;
-            *after_newline = Some(*i);
-        }
-        _ => return false,
-    }
-    true
 }
 
 /// End of the run of ASCII letters from `i`.
@@ -256,9 +237,12 @@ mod tests {
             let n = rand() % 24;
             let text: Vec<u8> = (0..n).map(|_| if rand() % 4 != 0 { bytes[rand() % 6] } else { bytes[6 + rand() % 4] }).collect();
             for i in 0..text.len() {
+                let (stop, newline) = white_words(&text, i);
                 let end = (i..text.len()).find(|&j| CLASS[text[j] as usize] & (SPACE | NEWLINE) == 0).unwrap_or(text.len());
-                let newline = (i..end).rev().find(|&j| CLASS[text[j] as usize] == NEWLINE).map(|j| j + 1);
-                assert_eq!(white_end(&text, i), (end, newline), "{text:?} from {i}");
+                // At the run's end, or short of it within 8 bytes of the text's end.
+                assert!(stop == end || (stop < end && stop + 8 > text.len()), "{text:?} from {i}");
+                let want = (i..stop).rev().find(|&j| CLASS[text[j] as usize] == NEWLINE).map(|j| j + 1);
+                assert_eq!(newline, want, "{text:?} from {i}");
             }
         }
     }

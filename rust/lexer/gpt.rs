@@ -107,7 +107,7 @@ impl<'a> Text<'a> {
         // taken, has no letter after it, and without it `b0` is no letter:
         // no letter run. Then ` ?[^\s\p{L}\p{N}]++[\r\n]*+` if there is
         // punctuation at `b0` or after a space, else the white-space ones.
-        if b0 != b' ' && ascii::CLASS[b0 as usize] == ascii::PUNCT {
+        if ascii::CLASS[b0 as usize] == ascii::PUNCT {
             return self.newlines(self.punct_run(i), false);
         }
         if b0 == b' ' && k1 == ascii::PUNCT {

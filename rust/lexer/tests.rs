@@ -27,11 +27,19 @@ const ASCII_HEAVY: &[(&str, u32)] = &[
     ("\u{a0}", 1), ("\u{85}", 1), ("\u{2028}", 1), ("\u{3000}", 1), ("…", 1), ("“", 1), ("🙂", 1),
 ];
 
-/// The piece of `ASCII_HEAVY` that the random number `r` picks.
-fn weighted(r: u64) -> &'static str {
-    let total: u64 = ASCII_HEAVY.iter().map(|&(_, w)| w as u64).sum();
+/// Mostly white space, ASCII and longer, so that runs of every length and
+/// mix (and the 8-byte scan of long ones) meet every kind of character.
+const WHITE_HEAVY: &[(&str, u32)] = &[
+    (" ", 16), ("\t", 4), ("\n", 4), ("\r", 2), ("\r\n", 2), ("\u{b}", 1), ("\u{c}", 1),
+    ("\u{a0}", 1), ("\u{85}", 1), ("\u{2028}", 1), ("\u{3000}", 1),
+    ("x", 1), ("X", 1), ("1", 1), (".", 1), ("'s", 1), ("é", 1), ("\u{301}", 1), ("\u{1c}", 1),
+];
+
+/// The piece of `table` that the random number `r` picks.
+fn weighted(table: &[(&'static str, u32)], r: u64) -> &'static str {
+    let total: u64 = table.iter().map(|&(_, w)| w as u64).sum();
     let mut r = r % total;
-    for &(s, w) in ASCII_HEAVY {
+    for &(s, w) in table {
         if r < w as u64 {
             return s;
         }
@@ -78,18 +86,28 @@ fn lexers_equal_fancy_regex_on_random_text() {
     }
 }
 
-#[test]
-fn lexers_equal_fancy_regex_on_mostly_ascii_text() {
-    let mut rand = rng(0x2545f4914f6cdd1d);
+/// Random texts from a weighted `table`: mostly short, some long enough for
+/// several 8-byte steps.
+fn check_weighted_texts(table: &[(&'static str, u32)], seed: u64) {
+    let mut rand = rng(seed);
     for (lexer, pattern) in LEXERS {
         let re = Regex::new(pattern).unwrap();
         for k in 0..iterations() {
-            // Mostly short texts, some long enough for several 8-byte steps.
             let n = (rand() % if k % 8 == 0 { 64 } else { 24 }) as usize;
-            let text: String = (0..n).map(|_| weighted(rand())).collect();
+            let text: String = (0..n).map(|_| weighted(table, rand())).collect();
             assert_eq!(lexer_chunks(lexer, &text), regex_chunks(&re, &text), "{lexer:?} on {text:?}");
         }
     }
+}
+
+#[test]
+fn lexers_equal_fancy_regex_on_mostly_ascii_text() {
+    check_weighted_texts(ASCII_HEAVY, 0x2545f4914f6cdd1d);
+}
+
+#[test]
+fn lexers_equal_fancy_regex_on_mostly_white_text() {
+    check_weighted_texts(WHITE_HEAVY, 0x9e3779b97f4a7c15);
 }
 
 /// Long runs of one class, contractions, ASCII words meeting longer
