@@ -11,6 +11,7 @@ long white-space runs), the expected ids come from the reference split (Python
 import functools
 import lzma
 import os
+import sys
 
 import pytest
 import regex
@@ -198,3 +199,43 @@ def test_where_tiktoken_panics_we_do_not(name, text):
         enc.encode_ordinary(text)
     assert "Panic" in type(e.value).__name__
     assert ours.encode_ordinary(text) == reference_ids(name, text)
+
+
+# A long str's UTF-8 is made by the core (rust/py/text.rs), not by CPython,
+# for latin-1, UCS-2 and UCS-4 strings; ASCII ones are read as they are, and
+# a str with surrogates takes CPython's path (and the tiktoken replacement).
+LONG = [
+    "plain ASCII words, 123 and more. " * 200,
+    "café, naïve, ß and ÿ; " * 300,  # latin-1
+    "it\u2019s \u201cquoted\u201d Жизнь 日本語 " * 300,  # UCS-2
+    "emoji 🙂 and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 text " * 300,  # UCS-4
+    "lone \ud800 surrogate in UCS-2 Ж " * 300,
+    "a pair \ud83d\ude42 of lone surrogates, é " * 300,
+    "UCS-4 🙂 with a lone \udfff " * 300,
+]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("k", range(len(LONG)))
+def test_long_strings_of_every_kind(name, k):
+    ours, theirs = pair(name)
+    text = LONG[k]
+    want = theirs.encode_ordinary(text)
+    assert ours.encode_ordinary(text) == want
+    assert ours.encode_to_numpy(text, disallowed_special=()).tolist() == want
+    assert ours.encode(text) == want
+    assert ours.encode(text, num_threads=2) == want
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_the_core_makes_the_utf8(k):
+    """For a surrogate-free non-ASCII str the core converts the text itself:
+    CPython's cached UTF-8 (which sys.getsizeof counts) is never made."""
+    ours, _ = pair("cl100k_base")
+    text = LONG[k] + str(k)  # a str of our own, whose UTF-8 nobody asked for
+    size = sys.getsizeof(text)
+    ours.encode_ordinary(text)
+    ours.encode_to_numpy(text, disallowed_special=())
+    assert sys.getsizeof(text) == size
+    text.encode("utf-8")  # (makes no cache either)
+    assert sys.getsizeof(text) == size

@@ -9,6 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::buffers::IdBuffer;
 use super::errors::{check_interrupt, guard};
+use super::text::utf8;
 use super::lists::{bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
 use crate::batch;
 use crate::encode::Encoder;
@@ -80,13 +81,18 @@ impl CoreBPE {
         Ok(CoreBPE { enc: guard(|| Encoder::new(r, special_tokens, pattern))?, ints: GILOnceCell::new() })
     }
 
-    fn encode_ordinary<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>> {
-        let ids = self.ids(py, text, &FxHashSet::default())?;
+    fn encode_ordinary<'py>(&self, py: Python<'py>, text: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.ids(py, &utf8(text)?, &FxHashSet::default())?;
         self.list(py, &ids)
     }
 
-    fn encode<'py>(&self, py: Python<'py>, text: &str, allowed_special: Vec<String>) -> PyResult<Bound<'py, PyList>> {
-        let ids = self.ids(py, text, &allowed_set(allowed_special))?;
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyString>,
+        allowed_special: Vec<String>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.ids(py, &utf8(text)?, &allowed_set(allowed_special))?;
         self.list(py, &ids)
     }
 
@@ -94,7 +100,9 @@ impl CoreBPE {
     /// `text` encoded as ordinary text, or, if it holds any special token,
     /// that token's text (a `str`, for Python to raise its error). One call
     /// instead of a search and an encode halves the cost for short strings.
-    fn encode_unless_special(&self, py: Python<'_>, text: &str) -> PyResult<PyObject> {
+    fn encode_unless_special(&self, py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<PyObject> {
+        let text = utf8(text)?;
+        let text = text.as_ref();
         if let Some(found) = self.enc.find_any_special(text) {
             return Ok(found.into_pyobject(py)?.into_any().unbind());
         }
@@ -104,8 +112,8 @@ impl CoreBPE {
 
     /// `encode` as a buffer of little-endian u32 ids, for `numpy.frombuffer`:
     /// no Python list at all, and no copy (`buffers.rs`).
-    fn encode_u32(&self, py: Python<'_>, text: &str, allowed_special: Vec<String>) -> PyResult<IdBuffer> {
-        Ok(IdBuffer::new(self.ids(py, text, &allowed_set(allowed_special))?))
+    fn encode_u32(&self, py: Python<'_>, text: &Bound<'_, PyString>, allowed_special: Vec<String>) -> PyResult<IdBuffer> {
+        Ok(IdBuffer::new(self.ids(py, &utf8(text)?, &allowed_set(allowed_special))?))
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
@@ -180,11 +188,13 @@ impl CoreBPE {
     fn encode_parallel<'py>(
         &self,
         py: Python<'py>,
-        text: &str,
+        text: &Bound<'py, PyString>,
         allowed_special: Vec<String>,
         num_threads: usize,
         width: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let text = utf8(text)?;
+        let text = text.as_ref();
         let allowed = allowed_set(allowed_special);
         let ids = py.allow_threads(|| {
             guard(|| pieces::encode_parallel(&self.enc, text, &allowed, &*batch::thread_pool(num_threads)?))
@@ -268,7 +278,9 @@ impl CoreBPE {
     }
 
     /// The first of `tokens` found in `text` (leftmost), or None.
-    fn find_special(&self, py: Python<'_>, text: &str, tokens: Vec<String>) -> PyResult<Option<String>> {
+    fn find_special(&self, py: Python<'_>, text: &Bound<'_, PyString>, tokens: Vec<String>) -> PyResult<Option<String>> {
+        let text = utf8(text)?;
+        let text = text.as_ref();
         py.allow_threads(|| guard(|| Ok(self.enc.find_special(text, &tokens).map(String::from))))
     }
 
