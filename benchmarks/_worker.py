@@ -173,6 +173,15 @@ def train(job: dict) -> dict:
         _, wall, cpu = timed(lambda: tok.train([path], trainer))
         extra = {"version": tokenizers.__version__, "final_vocab": tok.get_vocab_size()}
 
+    elif tool == "gigatoken":
+        gigatoken = _import("gigatoken")
+        base = current_rss_mb()
+        # From the path, like us: its train_bpe reads the file itself (timed).
+        # It has no pattern argument: it splits with its own (GPT-2-like)
+        # pre-tokenizer, which the row says.
+        (v, merges), wall, cpu = timed(lambda: gigatoken.train_bpe(Path(path), vocab, [ENDOFTEXT]))
+        extra = {"version": version("gigatoken"), "final_vocab": len(v), "pattern": "gigatoken's own"}
+
     elif tool == "sentencepiece":
         spm = _import("sentencepiece")
         with tempfile.TemporaryDirectory() as d:

@@ -35,7 +35,7 @@ from _common import GPT4_PATTERN  # noqa: E402
 from _harness import (ALIASES, HERE, MB, REPO, TOOLS, bars, dist_version, fmt, installed, label,  # noqa: E402
                       md_table, median, ratio, run_job, section, status_text)
 
-TRAIN_ANCHORS = ["rustbpe", "bpeasy", "hf", "sentencepiece"]
+TRAIN_ANCHORS = ["rustbpe", "bpeasy", "hf", "sentencepiece", "gigatoken"]
 # --quick keeps the anchors that answer in seconds on 10 MB.
 QUICK_ANCHORS = ["rustbpe", "sentencepiece", "gigatoken", "fastokens", "toktok", "tiktoken", "riptoken"]
 
@@ -333,7 +333,8 @@ def train_table(results: dict) -> str:
         if r.get("status") != "ok":
             rows.append(head + [status_text(r)] + [""] * 7)
             continue
-        how = {"bpe": "file path (streamed)", "hf": "file path", "sentencepiece": "file path (lines)"}.get(
+        how = {"bpe": "file path (streamed)", "hf": "file path", "sentencepiece": "file path (lines)",
+               "gigatoken": "file path (its own split pattern)"}.get(
             r["tool"], f"{r.get('feed')} (in memory)")
         q = ratio(r["wall_s"], ours["wall_s"]) if ours else None
         rows.append(head + [
@@ -382,7 +383,7 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
     for corpus in ("gutenberg100m", "gutenberg10m"):
         for vocab in (50000, 8000):
             ours = tr(corpus, vocab, "bpe")
-            for anchor, need in (("rustbpe", 4.0), ("sentencepiece", 2.0)):
+            for anchor, need in (("rustbpe", 4.0), ("sentencepiece", 2.0), ("gigatoken", 4.0)):
                 name = f"train {corpus} vocab {vocab // 1000}k ≥ {need:g}× {anchor}"
                 a = tr(corpus, vocab, anchor)
                 if not ours or not a:
