@@ -239,3 +239,17 @@ def test_the_core_makes_the_utf8(k):
     assert sys.getsizeof(text) == size
     text.encode("utf-8")  # (makes no cache either)
     assert sys.getsizeof(text) == size
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_batches_of_long_strings_of_every_kind(name):
+    """encode_batch converts its documents' UTF-8 on its threads (the same
+    kinds as above, and a batch with surrogates takes the replacing path)."""
+    ours, theirs = pair(name)
+    clean = [t + str(i) for i, t in enumerate(LONG) if not any("\ud800" <= c <= "\udfff" for c in t)]
+    assert len(clean) == 4
+    want = [theirs.encode_ordinary(t) for t in clean]
+    assert ours.encode_batch(clean, num_threads=2, disallowed_special=()) == want
+    ids, offsets = ours.encode_batch_to_numpy(clean, num_threads=2, disallowed_special=())
+    assert [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(clean))] == want
+    assert ours.encode_batch(LONG, num_threads=2) == [theirs.encode_ordinary(t) for t in LONG]

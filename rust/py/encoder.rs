@@ -9,7 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::buffers::IdBuffer;
 use super::errors::{check_interrupt, guard};
-use super::text::utf8;
+use super::text::{utf8, utf8_all};
 use super::lists::{bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
 use crate::batch;
 use crate::encode::Encoder;
@@ -129,12 +129,13 @@ impl CoreBPE {
         num_threads: usize,
     ) -> PyResult<PyObject> {
         use rayon::prelude::*;
-        // Each text's UTF-8 as Python keeps it (cached in the str object),
-        // borrowed, not copied: `texts` keeps the objects alive until this
-        // call returns.
-        let texts: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
         let allowed = allowed_set(allowed_special);
         let pool = guard(|| batch::thread_pool(num_threads))?;
+        // Each text's UTF-8: borrowed where Python has it (ASCII, or made
+        // already), else made by the pool (`text.rs`); `texts` keeps the
+        // objects alive until this call returns.
+        let owned = utf8_all(py, &texts, &pool)?;
+        let texts: Vec<&str> = owned.iter().map(|t| t.as_ref()).collect();
         if !disallowed_special.is_empty() {
             // One parallel pass over the batch (memmem runs at GB/s), not a
             // call per text from Python.
@@ -220,9 +221,10 @@ impl CoreBPE {
         width: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         use rayon::prelude::*;
-        let texts: Vec<&str> = texts.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
         let allowed = allowed_set(allowed_special);
         let pool = guard(|| batch::thread_pool(num_threads))?;
+        let owned = utf8_all(py, &texts, &pool)?;
+        let texts: Vec<&str> = owned.iter().map(|t| t.as_ref()).collect();
         let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), pool.current_num_threads());
         let (texts, allowed, runs, disallowed) = (&texts, &allowed, &runs, &disallowed_special);
         let found = py.allow_threads(|| {

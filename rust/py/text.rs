@@ -23,8 +23,16 @@ use pyo3::types::PyString;
 /// Below this many characters CPython's encoder is as good (and caches).
 const MIN_CHARS: usize = 1 << 12;
 
-/// The UTF-8 of `s`: borrowed where CPython has it at hand, else converted.
-pub(super) fn utf8<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+/// Where a str's UTF-8 comes from: CPython (an ASCII str is its own UTF-8,
+/// CPython may have made it already, and short strings are not worth it),
+/// or its units, converted by `convert`.
+enum Source {
+    CPython,
+    /// The str's kind, data and length (valid while the str lives).
+    Units(u32, usize, usize),
+}
+
+fn source(s: &Bound<'_, PyString>) -> Source {
     let p = s.as_ptr();
     // SAFETY: `p` is a live str (held by `s`); these read its header. Only
     // a non-ASCII str has the `utf8` field (a compact ASCII one is shorter).
@@ -33,21 +41,68 @@ pub(super) fn utf8<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
     };
     let cached = !ascii && unsafe { !(*p.cast::<ffi::PyCompactUnicodeObject>()).utf8.is_null() };
     if ascii || cached || len < MIN_CHARS {
-        return s.to_str().map(Cow::Borrowed);
+        Source::CPython
+    } else {
+        Source::Units(kind, data as usize, len)
     }
-    // SAFETY: a str's data is `len` units of its kind, immutable while `s`
-    // lives (and we hold the GIL).
-    let converted = unsafe {
+}
+
+/// The UTF-8 of a str's units; None if it holds a surrogate.
+///
+/// # Safety
+/// `(kind, data, len)` from [`source`] of a str that is alive (its data is
+/// immutable), read with or without the GIL.
+unsafe fn convert((kind, data, len): (u32, usize, usize)) -> Option<String> {
+    unsafe {
         match kind {
-            ffi::PyUnicode_1BYTE_KIND => Some(latin1(std::slice::from_raw_parts(data.cast::<u8>(), len))),
-            ffi::PyUnicode_2BYTE_KIND => ucs2(std::slice::from_raw_parts(data.cast::<u16>(), len)),
-            _ => ucs4(std::slice::from_raw_parts(data.cast::<u32>(), len)),
+            ffi::PyUnicode_1BYTE_KIND => Some(latin1(std::slice::from_raw_parts(data as *const u8, len))),
+            ffi::PyUnicode_2BYTE_KIND => ucs2(std::slice::from_raw_parts(data as *const u16, len)),
+            _ => ucs4(std::slice::from_raw_parts(data as *const u32, len)),
         }
-    };
-    match converted {
-        Some(text) => Ok(Cow::Owned(text)),
-        None => s.to_str().map(Cow::Borrowed), // surrogates: CPython raises
     }
+}
+
+/// The UTF-8 of `s`: borrowed where CPython has it at hand, else converted.
+pub(super) fn utf8<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+    match source(s) {
+        // SAFETY: `s` holds the str alive for the call.
+        Source::Units(kind, data, len) => match unsafe { convert((kind, data, len)) } {
+            Some(text) => Ok(Cow::Owned(text)),
+            None => s.to_str().map(Cow::Borrowed), // surrogates: CPython raises
+        },
+        Source::CPython => s.to_str().map(Cow::Borrowed),
+    }
+}
+
+/// [`utf8`] of many strs, the conversions done by `pool`'s threads without
+/// the GIL (a batch's documents: CPython would make their UTF-8 one after
+/// the other on this thread).
+pub(super) fn utf8_all<'a>(
+    py: Python<'_>,
+    texts: &'a [Bound<'_, PyString>],
+    pool: &rayon::ThreadPool,
+) -> PyResult<Vec<Cow<'a, str>>> {
+    use rayon::prelude::*;
+    let sources: Vec<Option<(u32, usize, usize)>> = texts
+        .iter()
+        .map(|t| match source(t) {
+            Source::Units(kind, data, len) => Some((kind, data, len)),
+            Source::CPython => None,
+        })
+        .collect();
+    // SAFETY: `texts` holds every str alive until this returns, and a str's
+    // data never changes: reading it from other threads is safe.
+    let converted: Vec<Option<String>> = py.allow_threads(|| {
+        pool.install(|| sources.par_iter().map(|s| s.and_then(|s| unsafe { convert(s) })).collect())
+    });
+    texts
+        .iter()
+        .zip(converted)
+        .map(|(t, c)| match c {
+            Some(text) => Ok(Cow::Owned(text)),
+            None => t.to_str().map(Cow::Borrowed), // CPython's (or surrogates: it raises)
+        })
+        .collect()
 }
 
 fn latin1(units: &[u8]) -> String {
