@@ -138,30 +138,25 @@ MAX_UNCUT_BYTES = 64 << 20
 
 
 class _Writer:
-    """Appends ids to a temporary file beside ``final``; ``commit`` renames it."""
+    """A temporary file beside ``final`` that the core appends ids to (and
+    syncs); ``commit`` renames it."""
 
-    def __init__(self, final: str, dtype: str):
+    def __init__(self, final: str):
         self.final = final
         self.tmp = os.path.join(os.path.dirname(final), f".bpe-{os.getpid()}-{secrets.token_hex(6)}.tmp")
-        self.f = open(self.tmp, "xb")
+        open(self.tmp, "xb").close()  # made here, empty: never someone else's file
         self.tokens = 0
         self.bytes = 0
         self.documents = 0
-
-    def finish(self) -> None:
-        self.f.close()  # (the core wrote and synced it)
 
     def commit(self) -> None:
         os.replace(self.tmp, self.final)
 
     def discard(self) -> None:
         try:
-            self.f.close()
-        finally:
-            try:
-                os.unlink(self.tmp)
-            except OSError:
-                pass
+            os.unlink(self.tmp)
+        except OSError:
+            pass
 
 
 def _fsync_dir(directory: str) -> None:
@@ -246,7 +241,7 @@ def write_dataset(
     writers: dict[str, _Writer] = {}
     try:
         for split in SPLITS:
-            writers[split] = _Writer(os.path.join(out_dir, f"{split}.bin"), dtype)
+            writers[split] = _Writer(os.path.join(out_dir, f"{split}.bin"))
         # Each file's first (1 - val_fraction) to train.bin, the rest to
         # val.bin: a document in each. The core reads, cuts (at points that
         # change no id) and encodes them on all cores, and appends the ids,
@@ -297,8 +292,6 @@ def write_dataset(
             },
             "sources": [os.path.abspath(p) for p in paths],
         }
-        for w in writers.values():
-            w.finish()
         # Commit: meta.json goes first and comes back last, so that at every
         # instant the directory either has no meta.json (incomplete: readers
         # refuse it) or one whose counts match the .bin files beside it.

@@ -16,9 +16,9 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::encode::{ids_buffer, Encoder};
+use crate::encode::Encoder;
 use crate::input::{Block, Blocks, Range};
-use crate::pieces::{cut, last_cut_avoiding};
+use crate::pieces::{cut, encode_pieces, last_cut_avoiding};
 use crate::vocab::Rank;
 
 /// Bytes read at once: 16 MiB (a read from the page cache takes a few
@@ -125,7 +125,6 @@ fn encode_block(
     avoid: &[&str],
     threads: usize,
 ) -> Result<Vec<Vec<Rank>>, String> {
-    use rayon::prelude::*;
     let text = block.text.as_str();
     if !opts.disallowed.is_empty() {
         if let Some(found) = enc.find_special(text, opts.disallowed) {
@@ -143,14 +142,7 @@ fn encode_block(
     // even out), between 64 KiB and 1 MiB.
     let target = (text.len() / (4 * threads)).clamp(64 << 10, 1 << 20);
     let pieces = if enc.splitter().cuttable() { cut(text, target, avoid) } else { vec![text] };
-    pieces
-        .par_iter()
-        .map_init(|| enc.memo(), |memo, piece| {
-            let mut ids = ids_buffer(piece.len());
-            enc.encode_into(piece, opts.allowed, memo, &mut ids)?;
-            Ok(ids)
-        })
-        .collect()
+    encode_pieces(enc, &pieces, opts.allowed)
 }
 
 /// A sink that keeps every id in one vector (sink numbers are ignored), and

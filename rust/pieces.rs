@@ -64,7 +64,6 @@ pub fn encode_parallel(
     allowed: &FxHashSet<String>,
     pool: &rayon::ThreadPool,
 ) -> Result<Vec<Rank>, String> {
-    use rayon::prelude::*;
     let threads = pool.current_num_threads();
     // A piece per quarter of a thread's share, between 256 KiB and 4 MiB.
     let target = (text.len() / (4 * threads)).clamp(256 << 10, 4 << 20);
@@ -73,17 +72,22 @@ pub fn encode_parallel(
     }
     let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
     let pieces = cut(text, target, &avoid);
-    let ids: Vec<Vec<Rank>> = pool.install(|| {
-        pieces
-            .par_iter()
-            .map_init(|| enc.memo(), |memo, piece| {
-                let mut ids = ids_buffer(piece.len());
-                enc.encode_into(piece, allowed, memo, &mut ids)?;
-                Ok(ids)
-            })
-            .collect::<Result<_, String>>()
-    })?;
+    let ids = pool.install(|| encode_pieces(enc, &pieces, allowed))?;
     Ok(ids.concat())
+}
+
+/// The ids of `pieces` (cut at safe points), each encoded by a thread of
+/// the current rayon pool with a memo of the encoder's (`Encoder::memo`).
+pub fn encode_pieces(enc: &Encoder, pieces: &[&str], allowed: &FxHashSet<String>) -> Result<Vec<Vec<Rank>>, String> {
+    use rayon::prelude::*;
+    pieces
+        .par_iter()
+        .map_init(|| enc.memo(), |memo, piece| {
+            let mut ids = ids_buffer(piece.len());
+            enc.encode_into(piece, allowed, memo, &mut ids)?;
+            Ok(ids)
+        })
+        .collect()
 }
 
 /// `train::count_documents(splitter, docs)` in groups of about

@@ -18,6 +18,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use super::lists::bytearray_of_width;
 use crate::vocab::Rank;
 
 /// Ids as u32 in native byte order (little-endian on every platform we build
@@ -72,5 +73,25 @@ impl IdBuffer {
 
     fn __len__(&self) -> usize {
         self.ids.len()
+    }
+}
+
+/// `ids` for `numpy.frombuffer` with `width` bytes an id: lent without a
+/// copy when 4 (u32), narrowed into a bytearray when 2 (u16, every id must
+/// fit: Python chooses the width from the vocabulary's size).
+pub(super) fn ids_array(py: Python<'_>, ids: Vec<Rank>, width: usize) -> PyResult<Bound<'_, PyAny>> {
+    if width == 4 {
+        return Ok(Bound::new(py, IdBuffer::new(ids))?.into_any());
+    }
+    super::errors::guard(|| check_width(&ids, width))?;
+    Ok(bytearray_of_width(py, &ids, width)?.into_any())
+}
+
+/// Ids that do not fit `width` bytes are an error (a bug guard: Python
+/// chooses the width from the vocabulary's size).
+pub(super) fn check_width(ids: &[Rank], width: usize) -> Result<(), String> {
+    match ids.iter().find(|&&id| width == 2 && id > u16::MAX as Rank) {
+        Some(id) => Err(format!("token id {id} does not fit in 16 bits")),
+        None => Ok(()),
     }
 }

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use rustc_hash::FxHashSet;
 
-use super::buffers::IdBuffer;
+use super::buffers::{check_width, ids_array};
 use super::encoder::CoreBPE;
 use super::errors::{guard, INTERRUPTED};
 use super::lists::bytearray_of_width;
@@ -64,13 +64,10 @@ pub(super) fn encode_files<'py>(
             let pool = thread_pool(num_threads)?;
             let mut out = Collect { ids: Vec::with_capacity((bytes / 3) as usize), starts: Vec::new() };
             encode_segments(enc, &segments, &opts, &pool, BLOCK_BYTES, between(&progress), &mut out)?;
-            check_width(&out.ids, width)?;
             Ok(out.finish(segments.len()))
         })
     })?;
-    // u32 ids go to numpy without a copy (`buffers.rs`).
-    let ids = if width == 4 { Bound::new(py, IdBuffer::new(ids))?.into_any() } else { bytearray_of_width(py, &ids, width)?.into_any() };
-    Ok((ids, bytearray_of_width(py, &offsets, 8)?))
+    Ok((ids_array(py, ids, width)?, bytearray_of_width(py, &offsets, 8)?))
 }
 
 /// Encodes byte ranges of files into the files `outputs` (appending
@@ -107,17 +104,6 @@ pub(super) fn write_ids(
             out.finish()
         })
     })
-}
-
-/// Ids that do not fit `width` bytes are an error (Python chooses the width
-/// from the vocabulary's size, so this is a bug guard).
-fn check_width(ids: &[Rank], width: usize) -> Result<(), String> {
-    if width == 2 {
-        if let Some(id) = ids.iter().find(|&&id| id > u16::MAX as Rank) {
-            return Err(format!("token id {id} does not fit in 16 bits"));
-        }
-    }
-    Ok(())
 }
 
 /// A sink appending ids to files.

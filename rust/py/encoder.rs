@@ -7,7 +7,7 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::buffers::IdBuffer;
+use super::buffers::{ids_array, IdBuffer};
 use super::errors::{check_interrupt, guard};
 use super::text::{utf8, utf8_all};
 use super::lists::{bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
@@ -52,6 +52,31 @@ impl CoreBPE {
     /// `ids` as a Python list of the shared ints (see `lists::list_of`).
     fn list<'py>(&self, py: Python<'py>, ids: &[Rank]) -> PyResult<Bound<'py, PyList>> {
         list_of(py, ids, self.ints(py)?)
+    }
+
+    /// The first text (index, token) holding one of `disallowed`, found in
+    /// one parallel pass over the batch (memmem runs at GB/s), not a call per
+    /// text from Python; None at once if none is disallowed.
+    fn first_disallowed(
+        &self,
+        py: Python<'_>,
+        texts: &[&str],
+        disallowed: &[String],
+        pool: &rayon::ThreadPool,
+    ) -> PyResult<Option<(usize, String)>> {
+        use rayon::prelude::*;
+        if disallowed.is_empty() {
+            return Ok(None);
+        }
+        py.allow_threads(|| {
+            guard(|| {
+                Ok(pool.install(|| {
+                    texts.par_iter().enumerate().find_map_first(|(k, t)| {
+                        self.enc.find_special(t, disallowed).map(|s| (k, s.to_string()))
+                    })
+                }))
+            })
+        })
     }
 
     /// Encodes in pieces (checking for Ctrl-C between them), without the GIL
@@ -128,7 +153,6 @@ impl CoreBPE {
         disallowed_special: Vec<String>,
         num_threads: usize,
     ) -> PyResult<PyObject> {
-        use rayon::prelude::*;
         let allowed = allowed_set(allowed_special);
         let pool = guard(|| batch::thread_pool(num_threads))?;
         // Each text's UTF-8: borrowed where Python has it (ASCII, or made
@@ -136,21 +160,8 @@ impl CoreBPE {
         // objects alive until this call returns.
         let owned = utf8_all(py, &texts, &pool)?;
         let texts: Vec<&str> = owned.iter().map(|t| t.as_ref()).collect();
-        if !disallowed_special.is_empty() {
-            // One parallel pass over the batch (memmem runs at GB/s), not a
-            // call per text from Python.
-            let found = py.allow_threads(|| {
-                guard(|| {
-                    Ok(pool.install(|| {
-                        texts.par_iter().enumerate().find_map_first(|(k, t)| {
-                            self.enc.find_special(t, &disallowed_special).map(|s| (k, s.to_string()))
-                        })
-                    }))
-                })
-            })?;
-            if let Some(found) = found {
-                return Ok(found.into_pyobject(py)?.into_any().unbind());
-            }
+        if let Some(found) = self.first_disallowed(py, &texts, &disallowed_special, &pool)? {
+            return Ok(found.into_pyobject(py)?.into_any().unbind());
         }
         // Encoded without the GIL by this thread and `threads - 1` pool
         // threads (`batch::run_batch`); this thread first makes the batch's
@@ -200,11 +211,10 @@ impl CoreBPE {
         let ids = py.allow_threads(|| {
             guard(|| pieces::encode_parallel(&self.enc, text, &allowed, &*batch::thread_pool(num_threads)?))
         })?;
-        Ok(match width {
-            Some(4) => Bound::new(py, IdBuffer::new(ids))?.into_any(),
-            Some(w) => bytearray_of_width(py, &ids, w)?.into_any(),
-            None => self.list(py, &ids)?.into_any(),
-        })
+        match width {
+            Some(w) => ids_array(py, ids, w),
+            None => Ok(self.list(py, &ids)?.into_any()),
+        }
     }
 
     /// `encode_batch` into one flat array: `(ids, offsets)`, ids as a
@@ -226,19 +236,10 @@ impl CoreBPE {
         let owned = utf8_all(py, &texts, &pool)?;
         let texts: Vec<&str> = owned.iter().map(|t| t.as_ref()).collect();
         let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), pool.current_num_threads());
-        let (texts, allowed, runs, disallowed) = (&texts, &allowed, &runs, &disallowed_special);
-        let found = py.allow_threads(|| {
-            guard(|| {
-                Ok(pool.install(|| {
-                    texts.par_iter().enumerate().find_map_first(|(k, t)| {
-                        self.enc.find_special(t, disallowed).map(|s| (k, s.to_string()))
-                    })
-                }))
-            })
-        })?;
-        if let Some(found) = found {
+        if let Some(found) = self.first_disallowed(py, &texts, &disallowed_special, &pool)? {
             return Ok(found.into_pyobject(py)?.into_any());
         }
+        let (texts, allowed, runs) = (&texts, &allowed, &runs);
         let (ids, offsets) = py.allow_threads(|| -> PyResult<_> {
             let lists = pool.install(|| {
                 runs.par_iter()
@@ -254,11 +255,7 @@ impl CoreBPE {
             offsets.push(n);
             Ok((lists.into_iter().flatten().flatten().collect::<Vec<Rank>>(), offsets))
         })?;
-        if width == 2 && ids.iter().any(|&id| id > u16::MAX as Rank) {
-            return Err(pyo3::exceptions::PyValueError::new_err("a token id does not fit in 16 bits"));
-        }
-        let ids = if width == 4 { Bound::new(py, IdBuffer::new(ids))?.into_any() } else { bytearray_of_width(py, &ids, width)?.into_any() };
-        Ok((ids, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
+        Ok((ids_array(py, ids, width)?, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
     }
 
     /// The chunk cache (see `encode/memo.rs`): its cap and size in bytes,

@@ -365,7 +365,7 @@ fn read_segments(
                 if buf.len() >= crate::limits::MAX_UNCUT_BYTES {
                     // Bad bytes leave no cut point either: name them first.
                     return Err(match std::str::from_utf8(&buf) {
-                        Err(e) if e.error_len().is_some() => not_utf8(path, offset, e),
+                        Err(e) if e.error_len().is_some() => crate::input::not_utf8(path, offset, e),
                         _ => crate::limits::uncut_error(path, offset, buf.len()),
                     });
                 }
@@ -373,7 +373,7 @@ fn read_segments(
             };
             carry.extend_from_slice(&buf[cut..]);
             buf.truncate(cut);
-            let text = String::from_utf8(buf).map_err(|e| not_utf8(path, offset, e.utf8_error()))?;
+            let text = String::from_utf8(buf).map_err(|e| crate::input::not_utf8(path, offset, e.utf8_error()))?;
             if !text.is_empty() {
                 send((number, text))?;
                 number += 1;
@@ -383,18 +383,6 @@ fn read_segments(
         }
     }
     Ok(())
-}
-
-/// The error for bytes that are not UTF-8, `e` found in the text read from
-/// byte `offset` of the file at `path`.
-fn not_utf8(path: &std::path::Path, offset: u64, e: std::str::Utf8Error) -> String {
-    let at = offset + e.valid_up_to() as u64;
-    format!(
-        "{} is not valid UTF-8 at byte offset {at}{}; convert it to UTF-8 \
-         (e.g. `iconv -f latin1 -t utf-8`) or remove the bad bytes",
-        path.display(),
-        crate::limits::line_suffix(path, at)
-    )
 }
 
 #[cfg(test)]
