@@ -1,7 +1,18 @@
 """The `bpe` command line: train, encode, decode, info, and gpt (train/sample).
 
-Errors a user can cause (a missing file, a bad --vocab, an unwritable output)
-end with a one-line message and exit status 1, never a traceback.
+Conventions, the same for every command:
+- ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
+  ``tokenizer.json`` or a name (``gpt2``, ``r50k``, ``cl100k``, ``o200k``): see ``bpe/named.py``.
+- ``-`` is standard input wherever a FILE is taken; ``-o/--output`` names
+  what a command writes (standard output when it is absent, for commands
+  that print). Files are written atomically; see ``bpe/files.py`` for what
+  is refused (devices, read-only files without ``--force``).
+- Encoding and decoding stream: memory stays bounded whatever the input's
+  size (``bpe/streams.py``).
+- An error is one line on stderr: ``bpe: error: ...`` and exit status 1 for
+  a problem with the input or the files, ``bpe COMMAND: error: ...`` and
+  exit status 2 for a command line that cannot be understood. Never a
+  traceback.
 """
 
 from __future__ import annotations
@@ -9,18 +20,25 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
+import tempfile
 import warnings
 from decimal import Decimal
 from pathlib import Path
 
 from bpe import gpt_cli
-from bpe.files import UsageError, check_output_file, check_readable_file, check_text_file, read_text
+from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file, check_text_file
 from bpe.patterns import PATTERNS, pattern_name
 from bpe.tokenizer import Tokenizer
 
-
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "ki": 1024, "mi": 1024**2}
+
+STDIN = "-"
+
+#: What `-o FILE` writes by the file's extension, when --format is not given
+#: (any other name is a dataset directory).
+FORMAT_BY_EXTENSION = {".npy": "numpy", ".jsonl": "json", ".json": "json", ".txt": "ids", ".ids": "ids"}
 
 
 def parse_size(text: str) -> int:
@@ -35,20 +53,92 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-def _load(path: str) -> Tokenizer:
-    check_readable_file(path)
-    return Tokenizer.load(path)
+def _load(spec: str) -> Tokenizer:
+    from bpe.named import load_tokenizer
+
+    return load_tokenizer(spec)
+
+
+def _inputs(files: list[str]) -> list[str]:
+    """Checks the input files up front (so a bad one fails before any output);
+    ``-`` (stdin) at most once."""
+    if files.count(STDIN) > 1:
+        raise UsageError("- (standard input) can be read only once; give it once")
+    return [f if f == STDIN else check_text_file(f) for f in files]
+
+
+def _special_policy(args) -> dict:
+    """tiktoken's rule, as in Python's ``encode``: special-token text in the
+    input is an error unless --allow-special (encode it as the special
+    token) or --special-as-text (encode it as ordinary text)."""
+    if args.allow_special:
+        return {"allowed_special": "all", "disallowed_special": ()}
+    if args.special_as_text:
+        return {"allowed_special": (), "disallowed_special": ()}
+    return {"allowed_special": (), "disallowed_special": "all"}
+
+
+def _special_lists(tok: Tokenizer, args) -> tuple[list[str], list[str]]:
+    policy = _special_policy(args)
+    allowed = tok._allowed(policy["allowed_special"])
+    return sorted(allowed), sorted(tok._disallowed(allowed, policy["disallowed_special"]))
+
+
+def _stdout_fd() -> int:
+    sys.stdout.flush()
+    return sys.stdout.fileno()
+
+
+def _write_output(path: str | None, force: bool, write) -> None:
+    """Runs ``write(fd)`` into standard output, or into ``path`` atomically."""
+    if path is None:
+        write(_stdout_fd())
+        return
+
+    def fill(f):
+        f.flush()
+        write(f.fileno())
+
+    atomic_write(path, fill, force=force)
+
+
+class _Bar:
+    """Progress over ``total`` bytes of input (when stderr is a terminal and
+    not --quiet), as the core reports it between blocks."""
+
+    def __init__(self, what: str, total: int | None, quiet: bool):
+        from bpe.progress import Progress
+
+        self.bar = Progress(what, total=total, unit="bytes", show=False if quiet else None)
+
+    def __enter__(self):
+        self.bar.__enter__()
+        return self.bar.update
+
+    def __exit__(self, *exc):
+        return self.bar.__exit__(*exc)
+
+
+def _total_bytes(paths: list[str]) -> int | None:
+    if STDIN in paths:
+        return None
+    return sum(os.path.getsize(p) for p in paths)
+
+
+# -- train ------------------------------------------------------------------------
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    files = [check_text_file(f) for f in args.files]
-    check_output_file(args.output)
+    if args.no_special and args.special:
+        raise UsageError("--special and --no-special contradict each other; give one")
+    files = _inputs(args.files)
+    check_output_file(args.output, force=args.force)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
-    with warnings.catch_warnings(record=True) as caught:
+    with _spooled(files) as paths, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tok = Tokenizer.train(
-            [Path(f) for f in files],
+            [Path(f) for f in paths],
             args.vocab,
             pattern=args.pattern,
             special_tokens=specials,
@@ -56,84 +146,273 @@ def cmd_train(args: argparse.Namespace) -> None:
         )
     for w in caught:  # one line each, not Python's file:line: UserWarning form
         print(f"bpe: warning: {w.message}", file=sys.stderr)
-    tok.save(args.output)
+    atomic_write(args.output, lambda f: f.write(tok._dumps().encode("utf-8")), force=args.force)
     if not args.quiet:
         print(f"wrote {args.output}: {tok.n_vocab} tokens ({len(tok.merges)} merges, "
               f"{len(tok.special_tokens)} special), pattern {pattern_name(tok.pattern) or 'custom'}",
               file=sys.stderr)
 
 
+class _spooled:
+    """The paths, with standard input first copied to a temporary file:
+    training reads its files with size checks that a pipe cannot answer."""
+
+    def __init__(self, paths: list[str]):
+        self.paths, self.tmp = paths, None
+
+    def __enter__(self) -> list[str]:
+        if STDIN not in self.paths:
+            return self.paths
+        fd, self.tmp = tempfile.mkstemp(prefix="bpe-stdin-", suffix=".txt")
+        with os.fdopen(fd, "wb") as f:
+            shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+        return [self.tmp if p == STDIN else p for p in self.paths]
+
+    def __exit__(self, kind, error, tb):
+        if self.tmp:
+            os.unlink(self.tmp)
+            if isinstance(error, (ValueError, OSError)) and self.tmp in str(error):
+                # Errors name what the user gave, never our temporary file.
+                raise UsageError(str(error).replace(self.tmp, "<stdin>")) from None
+        return False
+
+
+# -- encode -----------------------------------------------------------------------
+
+
+def _encode_format(args) -> str:
+    if args.format:
+        return args.format
+    if args.output is None:
+        return "ids"
+    return FORMAT_BY_EXTENSION.get(os.path.splitext(args.output)[1].lower(), "dataset")
+
+
 def cmd_encode(args: argparse.Namespace) -> None:
-    if args.out is None:
-        if args.val_fraction is not None:
-            raise UsageError("--val-fraction splits a dataset; it needs --out DIR")
-        _encode_to_stdout(args)
-        return
+    from bpe import streams
+
+    fmt = _encode_format(args)
+    if args.text is not None and args.files:
+        raise UsageError("give FILEs or --text, not both")
+    if args.text is None and not args.files:
+        raise UsageError("give FILEs to encode (- for standard input), or --text")
+    if fmt == "dataset":
+        if args.output is None:
+            raise UsageError("--format dataset writes a directory: give -o DIR")
+        return _encode_dataset(args)
+    if args.val_fraction is not None:
+        raise UsageError("--val-fraction splits a dataset; it needs -o DIR (and no --format)")
+    if fmt == "numpy" and args.output is None and not _seekable(sys.stdout):
+        raise UsageError("--format numpy needs a file to write (its header is completed at the end): give -o FILE.npy")
+    tok = _load(args.tokenizer)
+    if args.output is not None:
+        check_output_file(args.output, force=args.force)
+    if args.text is not None:
+        return _encode_text(tok, args, fmt)
+    paths = _inputs(args.files)
+    allowed, disallowed = _special_lists(tok, args)
+
+    def write(fd: int) -> None:
+        with _Bar("encoding", _total_bytes(paths), args.quiet) as progress:
+            streams.encode_to_fd(tok, paths, fd, fmt, allowed_special=allowed, disallowed_special=disallowed,
+                                 num_threads=args.threads, progress=progress)
+
+    _write_output(args.output, args.force, write)
+
+
+def _seekable(stream) -> bool:
+    try:
+        return os.lseek(stream.fileno(), 0, os.SEEK_CUR) >= 0 and os.path.isfile(f"/dev/fd/{stream.fileno()}")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _encode_text(tok: Tokenizer, args, fmt: str) -> None:
+    import json
+
+    from bpe import streams
+
+    try:
+        ids = tok.encode(args.text, **_special_policy(args))
+    except ValueError as e:
+        if "disallowed" not in str(e):
+            raise
+        raise UsageError(f"{str(e).splitlines()[0]} Pass --allow-special to encode it as the special token, "
+                         f"or --special-as-text to encode it as text") from None
+    if fmt == "numpy":
+        width = streams._width(tok)
+        body = streams.npy_header(width, len(ids)) + b"".join(i.to_bytes(width, "little") for i in ids)
+    elif fmt == "json":
+        body = (json.dumps(ids) + "\n").encode()
+    else:
+        body = (" ".join(map(str, ids)) + "\n").encode()
+    _write_output(args.output, args.force, lambda fd: _write_all(fd, body))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _encode_dataset(args) -> None:
     from bpe.data import write_dataset
 
+    if args.text is not None or STDIN in args.files:
+        raise UsageError("a dataset is made from files (each split by its size): save standard input or --text to a file first")
     if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
         raise UsageError(f"--val-fraction must be at least 0 and below 1, got {args.val_fraction}")
+    files = _inputs(args.files)
+    tok = _load(args.tokenizer)
     meta = write_dataset(
-        args.files,
-        args.tokenizer,
-        args.out,
+        files,
+        tok,
+        args.output,
         val_fraction=0.1 if args.val_fraction is None else args.val_fraction,
-        allow_special=args.allow_special,
+        num_threads=args.threads,
+        progress=False if args.quiet else None,
+        tokenizer_name=args.tokenizer,
+        **_special_policy(args),
     )
     s = meta["splits"]
-    print(f"wrote {args.out}: train.bin {s['train']['tokens']:,} tokens ({s['train']['bytes']:,} bytes), "
-          f"val.bin {s['val']['tokens']:,} tokens ({s['val']['bytes']:,} bytes), {meta['dtype']}", file=sys.stderr)
+    if not args.quiet:
+        print(f"wrote {args.output}: train.bin {s['train']['tokens']:,} tokens ({s['train']['bytes']:,} bytes), "
+              f"val.bin {s['val']['tokens']:,} tokens ({s['val']['bytes']:,} bytes), {meta['dtype']}",
+              file=sys.stderr)
 
 
-def _encode_to_stdout(args: argparse.Namespace) -> None:
-    tok = _load(args.tokenizer)
-    files = [check_text_file(f) for f in args.files]
-    # Read and encode every file before printing anything: a bad second file
-    # gives one error line, not half an output.
-    lines = []
-    for f in files:
-        text = read_text(f)
-        ids = tok.encode(text, allowed_special="all" if args.allow_special else (),
-                         disallowed_special=())
-        lines.append(" ".join(map(str, ids)))
-    sys.stdout.write("\n".join(lines) + "\n")
+# -- decode -----------------------------------------------------------------------
+
+
+def _decode_dtype(args) -> str | None:
+    """How FILE holds its ids: a dtype (binary), "npy", or None (text)."""
+    if args.dtype:
+        return args.dtype
+    path = args.file
+    if path.endswith(".npy"):
+        return "npy"
+    if path.endswith(".bin"):
+        from bpe.data import META
+
+        meta = os.path.join(os.path.dirname(path) or ".", META)
+        if os.path.isfile(meta):
+            import json
+
+            try:
+                with open(meta, encoding="utf-8") as f:
+                    return json.load(f)["dtype"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise UsageError(f"{meta} cannot be read for the dtype of {path}; give --dtype uint16 or uint32") from None
+        raise UsageError(f"{path}: a .bin file without a {META} beside it; give its --dtype (uint16 or uint32)")
+    return None
 
 
 def cmd_decode(args: argparse.Namespace) -> None:
+    from bpe import streams
+
+    if args.file != STDIN:
+        check_readable_file(args.file)
+    dtype = _decode_dtype(args)
     tok = _load(args.tokenizer)
-    raw = read_text(check_text_file(args.file)) if args.file and args.file != "-" else sys.stdin.read()
-    try:
-        ids = [int(x) for x in raw.split()]
-    except ValueError as e:
-        raise UsageError(f"the input must be whitespace-separated token ids ({e})") from None
-    sys.stdout.write(tok.decode(ids))
+    errors = "bytes" if args.bytes else args.errors
+    if args.output is not None:
+        check_output_file(args.output, force=args.force)
+    _write_output(args.output, args.force, lambda fd: streams.decode_to_fd(tok, args.file, fd, dtype=dtype, errors=errors))
+
+
+# -- info -------------------------------------------------------------------------
 
 
 def cmd_info(args: argparse.Namespace) -> None:
+    from bpe import streams
+
     tok = _load(args.tokenizer)
-    # Read FILE before printing anything: a bad FILE gives one error line only.
-    text = read_text(check_text_file(args.file)) if args.file else None
-    print(f"file:            {args.tokenizer}")
+    paths = _inputs(args.files)
+    counts = []
+    if paths:
+        # Count first, print after: a bad FILE gives one error line only.
+        allowed, disallowed = _special_lists(tok, args)
+        with _Bar("counting", _total_bytes(paths), args.quiet) as progress:
+            counts = streams.count_tokens(tok, paths, allowed_special=allowed, disallowed_special=disallowed,
+                                          num_threads=args.threads, progress=progress)
+    print(f"tokenizer:       {args.tokenizer}")
     print(f"vocab size:      {tok.n_vocab}")
-    print(f"merges:          {len(tok.merges)}")
+    try:
+        merges = f"{len(tok.merges)}"
+    except ValueError:  # ranks that are not all merges (encoding works all the same)
+        merges = "none (a rank vocabulary whose tokens are not all merges)"
+    print(f"merges:          {merges}")
     print(f"pattern:         {pattern_name(tok.pattern) or 'custom'}: {tok.pattern}")
     specials = ", ".join(f"{t} = {i}" for t, i in tok.special_tokens.items()) or "none"
     print(f"special tokens:  {specials}")
     longest = max(tok.vocab.values(), key=len)
     print(f"longest token:   {len(longest)} bytes: {longest!r}")
-    if text is not None:
-        n_bytes = len(text.encode("utf-8"))
-        n_tokens = len(tok.encode_ordinary(text))
-        ratio = n_bytes / n_tokens if n_tokens else float("nan")
-        print(f"{args.file}: {n_bytes} bytes, {n_tokens} tokens, {ratio:.3f} bytes per token")
+    sizes = [None if p == STDIN else os.path.getsize(p) for p in paths]
+    for path, n_bytes, n_tokens in zip(paths, sizes, counts):
+        name = "<stdin>" if path == STDIN else path
+        if n_bytes is None:
+            print(f"{name}: {n_tokens:,} tokens")
+        else:
+            ratio = f"{n_bytes / n_tokens:.3f}" if n_tokens else "-"
+            print(f"{name}: {n_bytes:,} bytes, {n_tokens:,} tokens, {ratio} bytes per token")
+    if len(paths) > 1 and None not in sizes:
+        b, t = sum(sizes), sum(counts)
+        print(f"total: {b:,} bytes, {t:,} tokens, {b / t:.3f} bytes per token" if t else f"total: {b:,} bytes, 0 tokens")
+
+
+# -- the parser -------------------------------------------------------------------
+
+
+def version() -> str:
+    from importlib import metadata
+
+    import bpe
+
+    try:
+        installed = metadata.version("bpe")
+    except metadata.PackageNotFoundError:
+        installed = bpe.__version__
+    return f"bpe {installed} (Python {sys.version.split()[0]})"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line under the command that was
+    given (``bpe encode: error: ...``), and a pointer to ``--help``."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _tokenizer_arg(p: argparse.ArgumentParser, help: str = "the tokenizer") -> None:
+    p.add_argument("-t", "--tokenizer", required=True, metavar="TOK",
+                   help=f"{help}: a .bpe file, a .tiktoken file, a tokenizer.json, or a name "
+                        f"(gpt2, r50k, cl100k, o200k)")
+
+
+def _special_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--allow-special", action="store_true",
+                   help="encode special-token text (e.g. <|endoftext|>) as the special token")
+    g.add_argument("--special-as-text", action="store_true",
+                   help="encode special-token text as ordinary text (default: such text is an error)")
+
+
+def _common_args(p: argparse.ArgumentParser, *, threads: bool = False, force: bool = True) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary on stderr")
+    if force:
+        p.add_argument("--force", action="store_true", help="replace a read-only output file")
+    if threads:
+        p.add_argument("--threads", type=int, default=0, metavar="N", help="threads to use (default: all cores)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bpe", description="Byte-level BPE tokenizer: train, encode, decode.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = _Parser(prog="bpe", description="Byte-level BPE tokenizer: train, encode, decode.")
+    p.add_argument("--version", action="version", version=version(), help="show the version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    t = sub.add_parser("train", help="learn a vocabulary from UTF-8 text files")
-    t.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files (each is one document)")
+    t = sub.add_parser("train", help="learn a vocabulary from UTF-8 text files",
+                       description="Learn a byte-level BPE vocabulary from UTF-8 text files (each one document).")
+    t.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files, each one document (- for standard input)")
     t.add_argument("--vocab", required=True, type=parse_size, metavar="N",
                    help="vocabulary size, special tokens included: 50000, 50k, 32Ki")
     t.add_argument("--pattern", default="gpt4",
@@ -141,35 +420,58 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--special", action="append", metavar="TOKEN",
                    help="a special token (repeatable; default <|endoftext|>)")
     t.add_argument("--no-special", action="store_true", help="no special tokens")
-    t.add_argument("-o", "--output", default="tokenizer.bpe", help="output file (default tokenizer.bpe)")
-    t.add_argument("-q", "--quiet", action="store_true", help="no progress bars or summary")
+    t.add_argument("-o", "--output", default="tokenizer.bpe", metavar="FILE",
+                   help="the tokenizer file to write (default tokenizer.bpe)")
+    _common_args(t)
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser(
         "encode",
-        help="encode files to token ids: one line of ids per file on stdout, or a dataset (--out DIR)",
-        description="Without --out: one line of whitespace-separated ids per file, on stdout. With --out DIR: "
-        "a training dataset, DIR/train.bin and DIR/val.bin (flat little-endian uint16 ids, uint32 for "
-        "vocabularies over 65,536 tokens, <|endoftext|> between files) and DIR/meta.json; streamed, "
-        "encoded on all cores.",
+        help="encode text to token ids: lines of ids, JSON, .npy, or a training dataset",
+        description="Encode UTF-8 text files (each one document), streamed in bounded memory. Formats: "
+        "ids (a line of space-separated ids per file), json (a JSON array per file, one per line), numpy "
+        "(one .npy array, <|endoftext|> between files), dataset (DIR/train.bin, DIR/val.bin: flat "
+        "little-endian uint16 ids, uint32 past 65,536 tokens, <|endoftext|> between files; DIR/meta.json). "
+        "Without -o: ids on standard output. With -o: the format its extension names (.npy, .jsonl/.json, "
+        ".txt/.ids), else a dataset directory.",
     )
-    e.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files (each is one document)")
-    e.add_argument("-t", "--tokenizer", required=True, metavar="TOK")
-    e.add_argument("--out", metavar="DIR", help="write a dataset (train.bin, val.bin, meta.json) to DIR")
+    e.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files, each one document (- for standard input)")
+    _tokenizer_arg(e)
+    e.add_argument("--text", metavar="TEXT", help="encode this text instead of files")
+    e.add_argument("-o", "--output", "--out", dest="output", metavar="PATH",
+                   help="write here instead of standard output (a file, or a dataset directory)")
+    e.add_argument("--format", choices=("ids", "json", "numpy", "dataset"),
+                   help="what to write (default: ids; with -o, by its extension, else dataset)")
     e.add_argument("--val-fraction", type=float, default=None, metavar="F",
-                   help="with --out: the last F of each file goes to val.bin (default 0.1)")
-    e.add_argument("--allow-special", action="store_true",
-                   help="encode special-token text as special tokens (default: as text)")
+                   help="dataset only: the last F of each file goes to val.bin (default 0.1)")
+    _special_args(e)
+    _common_args(e, threads=True)
     e.set_defaults(func=cmd_encode)
 
-    d = sub.add_parser("decode", help="decode whitespace-separated ids (FILE or stdin) to text")
-    d.add_argument("file", nargs="?", metavar="FILE")
-    d.add_argument("-t", "--tokenizer", required=True, metavar="TOK")
+    d = sub.add_parser(
+        "decode",
+        help="decode token ids (text, .bin or .npy) to text",
+        description="Decode token ids to text, streamed in bounded memory. FILE holds ids as text (numbers "
+        "separated by spaces, commas or brackets: what `bpe encode` prints), a dataset's .bin (its dtype from "
+        "meta.json beside it, or --dtype) or a .npy array.",
+    )
+    d.add_argument("file", nargs="?", default=STDIN, metavar="FILE", help="the ids (default: standard input)")
+    _tokenizer_arg(d)
+    d.add_argument("-o", "--output", metavar="FILE", help="write the text here instead of standard output")
+    d.add_argument("--dtype", choices=("uint16", "uint32", "int32", "int64", "uint64"),
+                   help="FILE is binary ids of this type (a .bin without meta.json, or any name)")
+    d.add_argument("--errors", choices=("strict", "replace"), default="replace",
+                   help="bytes that are not UTF-8 (ids cut mid-character): an error, or U+FFFD (default replace)")
+    d.add_argument("--bytes", action="store_true", help="write the raw bytes, UTF-8 or not")
+    _common_args(d)
     d.set_defaults(func=cmd_decode)
 
-    i = sub.add_parser("info", help="describe a tokenizer; with FILE, its bytes per token")
-    i.add_argument("file", nargs="?", metavar="FILE")
-    i.add_argument("-t", "--tokenizer", required=True, metavar="TOK")
+    i = sub.add_parser("info", help="describe a tokenizer; with FILEs, their tokens and bytes per token",
+                       description="Describe a tokenizer; with FILEs, count their tokens (streamed).")
+    i.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files to count (- for standard input)")
+    _tokenizer_arg(i)
+    _special_args(i)
+    _common_args(i, threads=True, force=False)
     i.set_defaults(func=cmd_info)
 
     gpt_cli.add_parser(sub)
@@ -177,7 +479,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Shown under the command's usage, not the top-level one.
+        command = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+        for name in getattr(args, "subcommand_path", []):
+            command = command._subparsers._group_actions[0].choices[name]  # pragma: no cover
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         args.func(args)
     except KeyboardInterrupt:
@@ -190,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("bpe: error: out of memory", file=sys.stderr)
         return 1
-    except (UsageError, OSError, ValueError, TypeError, OverflowError, RuntimeError) as e:
+    except (UsageError, OSError, ValueError, TypeError, OverflowError, RuntimeError, ImportError) as e:
         # RuntimeError: an internal error of the Rust core (its message says so).
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, OSError) and e.filename and e.filename not in msg:

@@ -33,7 +33,7 @@ import os
 import secrets
 import sys
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Collection, Sequence
 
 from bpe import _core
 from bpe.files import atomic_write_text, check_readable_file, check_text_file
@@ -197,30 +197,46 @@ class _Progress:
 
 def write_dataset(
     files: Sequence[os.PathLike | str],
-    tokenizer_path: os.PathLike | str,
+    tokenizer: os.PathLike | str | Tokenizer,
     out_dir: os.PathLike | str,
     *,
     val_fraction: float = 0.1,
-    allow_special: bool = False,
+    allowed_special: Collection[str] | str = (),
+    disallowed_special: Collection[str] | str = "all",
     num_threads: int | None = None,
     progress: bool | None = None,
     block_bytes: int = BLOCK_BYTES,
+    tokenizer_name: str | None = None,
 ) -> dict:
-    """Encodes ``files`` (each one document) with the tokenizer saved at
-    ``tokenizer_path`` into ``out_dir/train.bin``, ``val.bin`` and
+    """Encodes ``files`` (each one document) with ``tokenizer`` (a Tokenizer,
+    or the path of a saved one) into ``out_dir/train.bin``, ``val.bin`` and
     ``meta.json``; returns the metadata written.
 
     Files are streamed (memory does not grow with their size: about 100 MB
-    at peak) and read, cut and encoded on all cores by the Rust core. Special-token text in the files is ordinary
-    text unless ``allow_special``. Nothing in ``out_dir`` changes unless
-    everything succeeds; ``out_dir`` is created (one level) if missing, and
-    removed again if this call created it and then failed.
+    at peak) and read, cut and encoded on all cores by the Rust core.
+    Special-token text in the files is handled as by :meth:`Tokenizer.encode`
+    (by default it is an error; ``disallowed_special=()`` makes it ordinary
+    text, ``allowed_special="all"`` the special tokens). Nothing in
+    ``out_dir`` changes unless everything succeeds; ``out_dir`` is created
+    (one level) if missing, and removed again if this call created it and
+    then failed. ``meta.json`` names the tokenizer as ``tokenizer_name``
+    (default: its path as given, or "in memory").
     """
     if not 0 <= val_fraction < 1:
         raise ValueError(f"val_fraction must be at least 0 and below 1, got {val_fraction}")
-    tokenizer_path = check_readable_file(tokenizer_path)
-    tok = Tokenizer.load(tokenizer_path)
-    tok_sha = file_sha256(tokenizer_path)  # `bpe gpt train -t TOK` checks it is the same file
+    if isinstance(tokenizer, Tokenizer):
+        tok = tokenizer
+        # The sha256 of the file it would be saved as: `bpe gpt train -t TOK`
+        # compares it with the tokenizer file it is given.
+        tok_sha = hashlib.sha256(tok._dumps().encode("utf-8")).hexdigest()
+        tokenizer_name = tokenizer_name or "in memory"
+    else:
+        tokenizer_path = check_readable_file(tokenizer)
+        tok = Tokenizer.load(tokenizer_path)
+        tok_sha = file_sha256(tokenizer_path)  # `bpe gpt train -t TOK` checks it is the same file
+        tokenizer_name = tokenizer_name or tokenizer_path
+    allowed = sorted(tok._allowed(allowed_special))
+    disallowed = sorted(tok._disallowed(set(allowed), disallowed_special))
     paths = [check_text_file(p) for p in files]
     if not paths:
         raise ValueError("no input files")
@@ -257,9 +273,9 @@ def write_dataset(
                     writers[split].bytes += end - start
         counts = _core.write_ids(
             tok._core, segments, [w.tmp for w in writers.values()],
-            list(tok.special_tokens) if allow_special else [], eot,
+            allowed, eot,
             0 if num_threads is None else num_threads, _width(dtype), block_bytes,
-            lambda done: bar.update(done, 0),
+            lambda done: bar.update(done, 0), disallowed,
         )
         for w, n in zip(writers.values(), counts):
             w.tokens = n
@@ -276,7 +292,7 @@ def write_dataset(
             "dtype": dtype,
             "byte_order": "little",
             "tokenizer": {
-                "file": os.path.abspath(tokenizer_path),
+                "file": os.fspath(tokenizer_name),
                 "sha256": tok_sha,
                 "n_vocab": tok.n_vocab,
                 "eot": eot,
@@ -290,7 +306,9 @@ def write_dataset(
                 split: {"file": f"{split}.bin", "tokens": w.tokens, "bytes": w.bytes, "documents": w.documents}
                 for split, w in writers.items()
             },
-            "sources": [os.path.abspath(p) for p in paths],
+            # As given: a dataset directory moved with its sources (or to
+            # another machine) still names them the way its maker did.
+            "sources": [os.fspath(p) for p in paths],
         }
         # Commit: meta.json goes first and comes back last, so that at every
         # instant the directory either has no meta.json (incomplete: readers

@@ -376,14 +376,16 @@ class Tokenizer(BulkEncoding):
     def save(self, path: PathLike) -> None:
         """Writes the tokenizer to one text file (format in README.md),
         atomically: a crash mid-save leaves the old file, never a partial one."""
+        atomic_write_text(path, self._dumps())
+
+    def _dumps(self) -> str:
+        """The text of the file :meth:`save` writes."""
         if self._from_merges:
-            text = fileformat.dumps(self.pattern, self.special_tokens, merges=list(self.merges))
-        else:
-            # A rank vocabulary (e.g. from tiktoken): its ids need not follow
-            # the byte-level layout that merge replay assumes, so store the
-            # ranks themselves, as .tiktoken files do.
-            text = fileformat.dumps(self.pattern, self.special_tokens, vocab=self.vocab)
-        atomic_write_text(path, text)
+            return fileformat.dumps(self.pattern, self.special_tokens, merges=list(self.merges))
+        # A rank vocabulary (e.g. from tiktoken): its ids need not follow
+        # the byte-level layout that merge replay assumes, so store the
+        # ranks themselves, as .tiktoken files do.
+        return fileformat.dumps(self.pattern, self.special_tokens, vocab=self.vocab)
 
     @classmethod
     def load(cls, path: PathLike) -> "Tokenizer":

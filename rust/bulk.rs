@@ -131,9 +131,9 @@ fn encode_block(
             let at = block.offset + memchr::memmem::find(text.as_bytes(), found.as_bytes()).unwrap_or(0) as u64;
             return Err(format!(
                 "{} holds the special token {found:?} at byte offset {at}{}; to encode such text as \
-                 ordinary text pass disallowed_special=() (CLI: the default), to encode it as the \
-                 special token pass allowed_special",
-                seg.range.path.display(),
+                 ordinary text pass disallowed_special=() (CLI: --special-as-text), to encode it as the \
+                 special token pass allowed_special (CLI: --allow-special)",
+                crate::input::name(&seg.range.path),
                 crate::limits::line_suffix(&seg.range.path, at)
             ));
         }

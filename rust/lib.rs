@@ -4,6 +4,7 @@
 //! (no import circles, no upward arrows). Read top to bottom:
 //! - [`limits`]: limits on input, and the errors past them;
 //! - [`vocab`]: `Rank`, `NONE`, `MAX_ID`, the `Vocab` (token bytes -> rank) and `pack`/`pack_small`;
+//! - [`idtext`]: token ids written as text and read back (`bpe encode`/`decode`);
 //! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
 //! - `ascii`: ASCII byte classes and 8-bytes-at-a-time scans, for the lexers' fast paths;
 //! - [`lexer`]: hand-written lexers for those three patterns;
@@ -12,6 +13,7 @@
 //! - [`chars`]: which characters encoding may start whole;
 //! - [`pairs`]: which pairs of ASCII bytes encoding may start whole;
 //! - [`encode`]: turning text into ids with a vocabulary, and back (`merge.rs`: the merges);
+//! - [`decode`]: decoding a stream of ids (text or binary) to bytes, piece by piece;
 //! - [`train`]: counting chunks and learning merges (one file per idea, see `train/mod.rs`);
 //! - [`pieces`]: long inputs in pieces, so that the bindings can see Ctrl-C between them;
 //! - [`batch`]: the parallel scheduler of a batch of texts, free of Python;
@@ -23,6 +25,7 @@
 
 pub mod limits;
 pub mod vocab;
+pub mod idtext;
 pub mod patterns;
 mod ascii;
 pub mod lexer;
@@ -31,6 +34,7 @@ pub mod input;
 pub mod chars;
 pub mod pairs;
 pub mod encode;
+pub mod decode;
 pub mod train;
 pub mod pieces;
 pub mod batch;

@@ -10,8 +10,13 @@ use std::path::Path;
 pub const MAX_UNCUT_BYTES: usize = 64 << 20;
 
 /// The 1-based line of byte `offset` of the file at `path`, found by reading
-/// the file again up to there. For error messages only.
+/// the file again up to there. For error messages only; `None` for what
+/// cannot be read again (stdin, a pipe: opening one again would wait or
+/// take data).
 pub fn line_of(path: &Path, offset: u64) -> Option<u64> {
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
     let mut file = std::fs::File::open(path).ok()?;
     let mut buf = vec![0u8; 1 << 20];
     let mut left = offset;

@@ -61,11 +61,11 @@ def assert_clean_failure(result: subprocess.CompletedProcess, *, usage: bool = F
         assert result.stdout == "", "a failed command printed output"
     lines = result.stderr.splitlines()
     if usage:
-        # argparse: usage lines, then one error line, exit status 2.
+        # A command line that cannot be understood: one line under the
+        # command's name, pointing to its --help; exit status 2.
         assert result.returncode == 2, result.stderr
-        assert lines and lines[0].startswith("usage: bpe")
-        assert "error:" in lines[-1]
-        assert all("error:" not in l for l in lines[:-1])
+        assert len(lines) == 1, f"expected one line on stderr, got:\n{result.stderr}"
+        assert re.match(r"bpe( \w+)*: error: .* \(see `bpe( \w+)* --help`\)$", lines[0]), lines[0]
     else:
         assert result.returncode != 0
         assert result.returncode == 1, result.stderr
@@ -266,19 +266,40 @@ def parse_ids(line: str) -> list[int]:
 
 
 def test_encode_to_stdout(workdir, tok_path, tok, sample):
-    result = ok(run("encode", "-t", tok_path, sample, cwd=workdir))
+    result = ok(run("encode", "-t", tok_path, sample, "--special-as-text", cwd=workdir))
     lines = result.stdout.split("\n")
     assert lines[-1] == "" and len(lines) == 2  # one line of ids per file
     ids = parse_ids(lines[0])
     text = sample.read_bytes().decode("utf-8")
     assert tok.decode(ids) == text
-    # Special-token text in a file is ordinary text unless --allow-special.
+    # --special-as-text: special-token text in a file is ordinary text.
     assert tok.special_tokens["<|endoftext|>"] not in ids
     assert ids == tok.encode_ordinary(text)
 
 
+def test_special_token_text_is_an_error_by_default(workdir, tok_path, tok, sample):
+    """As in Python's `encode` (tiktoken's rule): special-token text in the
+    input is an error naming the file and offset, and the two flags that
+    decide what to do with it; the same for the dataset path and `info`."""
+    text = sample.read_bytes()
+    at = text.index(b"<|endoftext|>")
+    line = text[:at].count(b"\n") + 1
+    for args in (["encode"], ["encode", "-o", workdir / "refused-ds"], ["info"]):
+        error = assert_clean_failure(run(*args, "-t", tok_path, sample, cwd=workdir), stdout_ok=True)
+        assert f"{sample} holds the special token \"<|endoftext|>\" at byte offset {at} (line {line})" in error
+        assert "--special-as-text" in error and "--allow-special" in error
+    assert not (workdir / "refused-ds").exists()
+    error = assert_clean_failure(run("encode", "-t", tok_path, "--text", "a <|endoftext|> b", cwd=workdir))
+    assert "--special-as-text" in error and "--allow-special" in error
+    # Python says the same.
+    with pytest.raises(ValueError, match="disallowed"):
+        tok.encode(text.decode("utf-8"))
+    both = run("encode", "-t", tok_path, sample, "--allow-special", "--special-as-text", cwd=workdir)
+    assert "not allowed with argument" in assert_clean_failure(both, usage=True)
+
+
 def test_encode_several_files(workdir, tok_path, tok, sample, corpus):
-    result = ok(run("encode", "-t", tok_path, sample, corpus, cwd=workdir))
+    result = ok(run("encode", "-t", tok_path, sample, corpus, "--special-as-text", cwd=workdir))
     lines = result.stdout.split("\n")
     assert len(lines) == 3 and lines[-1] == ""
     assert tok.decode(parse_ids(lines[0])) == sample.read_bytes().decode("utf-8")
@@ -303,7 +324,8 @@ def test_encode_out_dir_writes_a_dataset(tmp_path, tok_path, tok, sample, corpus
     """--out DIR: train.bin / val.bin (flat little-endian uint16 here) and
     meta.json; nothing on stdout; <|endoftext|> between the files."""
     out = tmp_path / "ds"
-    result = ok(run("encode", "-t", tok_path, sample, corpus, "--out", out, "--val-fraction", "0.2", cwd=tmp_path))
+    result = ok(run("encode", "-t", tok_path, sample, corpus, "--out", out, "--val-fraction", "0.2",
+                    "--special-as-text", cwd=tmp_path))
     assert result.stdout == ""
     assert str(out) in result.stderr and "train.bin" in result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["meta.json", "train.bin", "val.bin"]
@@ -325,14 +347,16 @@ def test_encode_out_dir_writes_a_dataset(tmp_path, tok_path, tok, sample, corpus
         assert meta["splits"][split]["bytes"] == sum(len(p.encode("utf-8")) for p in parts)
     assert no_temp_files(out) and no_temp_files(tmp_path)
     # Writing again over an existing dataset replaces it.
-    ok(run("encode", "-t", tok_path, corpus, "--out", out, cwd=tmp_path))
+    # -o is --out; meta.json names the sources and the tokenizer as given.
+    ok(run("encode", "-t", tok_path.name, corpus.name, "-o", out, cwd=corpus.parent))
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     assert meta["splits"]["train"]["documents"] == 1 and meta["split"]["val_fraction"] == 0.1
+    assert meta["sources"] == [corpus.name] and meta["tokenizer"]["file"] == tok_path.name
 
 
 def test_decode_stdin(workdir, tok_path, tok, sample):
     text = sample.read_bytes().decode("utf-8")
-    ids = ok(run("encode", "-t", tok_path, sample, cwd=workdir)).stdout
+    ids = ok(run("encode", "-t", tok_path, sample, "--special-as-text", cwd=workdir)).stdout
     result = ok(run("decode", "-t", tok_path, cwd=workdir, stdin=ids))
     assert result.stdout == text
     # "-" means stdin too; ids may be spread over lines.
@@ -342,7 +366,7 @@ def test_decode_stdin(workdir, tok_path, tok, sample):
 
 def test_decode_file(tmp_path, tok_path, sample):
     ids_file = tmp_path / "ids.txt"
-    ids_file.write_text(ok(run("encode", "-t", tok_path, sample, cwd=tmp_path)).stdout, encoding="utf-8")
+    ids_file.write_text(ok(run("encode", "-t", tok_path, sample, "--special-as-text", cwd=tmp_path)).stdout, encoding="utf-8")
     result = ok(run("decode", "-t", tok_path, ids_file, cwd=tmp_path))
     assert result.stdout == sample.read_bytes().decode("utf-8")
 
@@ -360,7 +384,7 @@ def test_info(workdir, tok_path, tok):
 
 
 def test_info_with_file(workdir, tok_path, tok, sample):
-    out = ok(run("info", "-t", tok_path, sample, cwd=workdir)).stdout
+    out = ok(run("info", "-t", tok_path, sample, "--special-as-text", cwd=workdir)).stdout
     m = re.search(r"vocab size:\s*(\d+)", out)
     assert m and int(m.group(1)) == tok.n_vocab
     m = re.search(r"(\d+(?:\.\d+)?) bytes per token", out)
@@ -385,8 +409,8 @@ def test_console_script(tmp_path, corpus, sample):
     tok = bpe.Tokenizer.load(out)
     assert tok == bpe.Tokenizer.train(corpus, 350, progress=False)
 
-    via_script = ok(run("encode", "-t", out, sample, cwd=tmp_path, exe=[script])).stdout
-    via_module = ok(run("encode", "-t", out, sample, cwd=tmp_path)).stdout
+    via_script = ok(run("encode", "-t", out, sample, "--allow-special", cwd=tmp_path, exe=[script])).stdout
+    via_module = ok(run("encode", "-t", out, sample, "--allow-special", cwd=tmp_path)).stdout
     assert via_script == via_module
     decoded = ok(run("decode", "-t", out, cwd=tmp_path, exe=[script], stdin=via_script)).stdout
     assert decoded == sample.read_bytes().decode("utf-8")
@@ -450,6 +474,8 @@ BAD_INPUT = {
     "encode-directory": (["encode", "-t", "{tok}", "{dir}", "--out", "{out}"], ["{dir}"]),
     "encode-not-utf8": (["encode", "-t", "{tok}", "{bad_utf8}", "--out", "{out}"], ["{bad_utf8}", "offset 5"]),
     "encode-not-utf8-stdout": (["encode", "-t", "{tok}", "{corpus}", "{bad_utf8}"], ["{bad_utf8}", "offset 5"]),
+    "encode-not-utf8-to-file": (["encode", "-t", "{tok}", "{corpus}", "{bad_utf8}", "-o", "{out}.txt"], ["{bad_utf8}", "offset 5"]),
+    "encode-not-utf8-to-npy": (["encode", "-t", "{tok}", "{corpus}", "{bad_utf8}", "-o", "{out}.npy"], ["{bad_utf8}", "offset 5"]),
     "encode-second-file-bad": (
         ["encode", "-t", "{tok}", "{corpus}", "{bad_utf8}", "--out", "{out}"],
         ["{bad_utf8}"],
@@ -463,7 +489,7 @@ BAD_INPUT = {
     ),
     "encode-no-tokenizer": (["encode", "{corpus}", "--out", "{out}"], ["-t"], True),
     "encode-out-is-a-file": (["encode", "-t", "{tok}", "{corpus}", "--out", "{empty}"], ["{empty}", "directory"]),
-    "encode-val-fraction-without-out": (["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "0.2"], ["--out"]),
+    "encode-val-fraction-without-out": (["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "0.2"], ["-o DIR"]),
     "encode-val-fraction-too-large": (
         ["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "1", "--out", "{out}"],
         ["--val-fraction"],
@@ -475,12 +501,12 @@ BAD_INPUT = {
     ),
     "gpt-no-subcommand": (["gpt"], [], True),
     "gpt-train-no-data": (["gpt", "train", "-t", "{tok}"], ["--data"], True),
-    "decode-not-ids": (["decode", "-t", "{tok}"], [], False, "12 34 hello 56"),
+    "decode-not-ids-stdin": (["decode", "-t", "{tok}"], ["<stdin>", "offset 6"], False, "12 34 hello 56"),
     "decode-id-out-of-range": (["decode", "-t", "{tok}"], ["99999"], False, "1 2 99999"),
     "decode-negative-id": (["decode", "-t", "{tok}"], [], False, "1 -2 3"),
     "decode-corrupt-tokenizer": (["decode", "-t", "{corrupt}"], ["{corrupt}"], False, "1 2 3"),
     "decode-missing-file": (["decode", "-t", "{tok}", "{missing}"], ["{missing}"]),
-    "decode-not-utf8": (["decode", "-t", "{tok}", "{bad_utf8}"], ["{bad_utf8}", "offset 5"]),
+    "decode-not-ids": (["decode", "-t", "{tok}", "{bad_utf8}"], ["{bad_utf8}", "byte offset 0 holds 'h'"]),
     "info-corrupt-tokenizer": (["info", "-t", "{corrupt}"], ["{corrupt}"]),
     "info-empty-tokenizer-file": (["info", "-t", "{empty}"], ["{empty}"]),
     "info-not-utf8": (["info", "-t", "{tok}", "{bad_utf8}"], ["{bad_utf8}", "offset 5"]),
@@ -513,13 +539,15 @@ def test_bad_input(case, tmp_path, corpus, tok_path, corrupt_tok, bad_utf8):
 
     result = run(*map(fill, args), cwd=tmp_path, stdin=stdin)
 
-    # `info` prints the tokenizer's description before it reads FILE; that is
-    # allowed to reach stdout (it is not an output file).
-    error = assert_clean_failure(result, usage=usage, stdout_ok=case.startswith("info-"))
+    # Output to stdout streams (memory stays bounded): the ids of the files
+    # before a bad one are out already, as with `cat` or `iconv`. Output to a
+    # file (-o) is atomic: no file at all.
+    error = assert_clean_failure(result, usage=usage, stdout_ok=case in ("encode-not-utf8-stdout", "decode-id-out-of-range"))
     for fragment in fragments:
         assert fill(fragment) in error, f"{fill(fragment)!r} not in {error!r}"
     # No output, partial or otherwise, and no stray temporary files.
     assert not places["out"].exists()
+    assert not Path(f"{places['out']}.txt").exists() and not Path(f"{places['out']}.npy").exists()
     assert not places["out_in_missing_dir"].parent.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert no_temp_files(tmp_path)
@@ -589,3 +617,241 @@ def test_read_only_output_directory(command, tmp_path, corpus, tok_path):
         assert list(directory.iterdir()) == []
     finally:
         directory.chmod(0o755)
+
+
+# -- issue 34: round trips, streaming, one set of flags, any tokenizer ------------
+
+
+def test_round_trip_through_a_dataset(tmp_path, tok_path, tok, sample, corpus):
+    """`decode` reads the .bin files that `encode -o DIR` writes (its dtype
+    from meta.json beside it, or --dtype), and .npy, json and id text."""
+    ds = tmp_path / "ds"
+    ok(run("encode", "-t", tok_path, sample, corpus, "-o", ds, "--special-as-text", "-q", cwd=tmp_path))
+    eot = "<|endoftext|>"
+    texts = [f.read_bytes() for f in (sample, corpus)]
+    cuts = [t.index(b"\n", int(round(len(t) * 0.9))) + 1 for t in texts]
+    want = {
+        "train": texts[0][: cuts[0]].decode() + eot + texts[1][: cuts[1]].decode(),
+        "val": texts[0][cuts[0] :].decode() + eot + texts[1][cuts[1] :].decode(),
+    }
+    for split in ("train", "val"):
+        assert ok(run("decode", "-t", tok_path, ds / f"{split}.bin", cwd=tmp_path)).stdout == want[split]
+    # Without meta.json, --dtype says how wide the ids are.
+    lone = tmp_path / "lone.bin"
+    shutil.copy(ds / "train.bin", lone)
+    assert "--dtype" in assert_clean_failure(run("decode", "-t", tok_path, lone, cwd=tmp_path))
+    assert ok(run("decode", "-t", tok_path, lone, "--dtype", "uint16", cwd=tmp_path)).stdout == want["train"]
+    # The wrong width is caught when the length does not divide.
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(b"\x01\x00\x00\x00\x02\x00")  # id 1, then half an id
+    assert "multiple of 4 bytes" in assert_clean_failure(
+        run("decode", "-t", tok_path, odd, "--dtype", "uint32", cwd=tmp_path), stdout_ok=True)
+
+    # .npy, json and ids: decode gives back the files, one after the other
+    # (.npy has <|endoftext|> between them, as a dataset has).
+    both = texts[0].decode() + texts[1].decode()
+    for name, expected in (("ids.npy", texts[0].decode() + eot + texts[1].decode()),
+                           ("ids.jsonl", both), ("ids.txt", both)):
+        out = tmp_path / name
+        ok(run("encode", "-t", tok_path, sample, corpus, "-o", out, "--special-as-text", cwd=tmp_path))
+        assert ok(run("decode", "-t", tok_path, out, cwd=tmp_path)).stdout == expected, name
+    np = pytest.importorskip("numpy")
+    array = np.load(tmp_path / "ids.npy")
+    assert array.dtype == np.uint16
+    assert array.tolist() == tok.encode_ordinary(texts[0].decode()) + [tok.special_tokens[eot]] + tok.encode_ordinary(texts[1].decode())
+    lines = (tmp_path / "ids.jsonl").read_text().splitlines()
+    assert [json.loads(l) for l in lines] == [tok.encode_ordinary(t.decode()) for t in texts]
+
+
+def test_decode_errors_and_bytes(tmp_path, tok_path, tok):
+    """Ids cut mid-character: U+FFFD by default (as `Tokenizer.decode`), an
+    error naming the id with --errors strict, the raw bytes with --bytes."""
+    ids = tok.encode("héllo wörld")
+    e_acute = next(k for k, i in enumerate(ids) if b"\xc3" in tok.token_bytes(i))
+    cut = ids[:e_acute] + [0xC3] + ids[e_acute + 1 :] if tok.token_bytes(ids[e_acute]) != b"\xc3" else ids[:e_acute + 1] + ids[e_acute + 2 :]
+    text = " ".join(map(str, cut))
+    assert ok(run("decode", "-t", tok_path, cwd=tmp_path, stdin=text)).stdout == tok.decode(cut)
+    assert "\ufffd" in tok.decode(cut)
+    error = assert_clean_failure(run("decode", "-t", tok_path, "--errors", "strict", cwd=tmp_path, stdin=text),
+                                 stdout_ok=True)
+    assert "not UTF-8" in error and "id number" in error and "--errors replace" in error
+    raw = subprocess.run([sys.executable, "-m", "bpe", "decode", "-t", tok_path, "--bytes"], input=text.encode(),
+                         capture_output=True, cwd=tmp_path, timeout=60)
+    assert raw.returncode == 0 and raw.stdout == tok.decode_bytes(cut)
+
+
+def _peak_rss_mb(args: list, *, stdout=subprocess.DEVNULL, stdin=None) -> tuple[int, float]:
+    """Runs the CLI in a child of a fresh Python and returns (exit status,
+    the child's peak resident memory in MB): ru_maxrss of RUSAGE_CHILDREN in
+    a process whose only child it is."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "rc = subprocess.run(sys.argv[1:], stdin=sys.stdin, stdout=sys.stdout).returncode\n"
+        "sys.stderr.write(f'{rc} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "bpe", *map(os.fspath, args)],
+                            stdout=stdout, stdin=stdin or subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+    rc, kib = result.stderr.decode().splitlines()[-1].split()
+    return int(rc), int(kib) / 1024
+
+
+#: The peak memory a streamed command may use, whatever the input size. The
+#: measured peak on 200 MB (README, "Limits"): about 190 MB with GPT-2's
+#: vocabulary, of which ~75 MB are Python, the tokenizer and its tables, and
+#: 64 MiB the chunk cache at its cap; it was 3.7 GB before streaming.
+STREAM_MEMORY_MB = 400
+
+
+def test_encode_decode_info_stream_in_bounded_memory(tmp_path, tok_path, tok):
+    """A 200 MB input through encode (stdout, -o .npy), decode (id text,
+    .npy) and info: peak memory stays under a cap that does not grow with
+    the input, and the round trips give back the input byte for byte."""
+    piece = SHAKESPEARE.read_bytes() + MULTILINGUAL.read_bytes()
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as f:
+        for _ in range(200_000_000 // len(piece) + 1):
+            f.write(piece)
+    size = big.stat().st_size
+    assert size >= 200_000_000
+
+    ids_txt = tmp_path / "big.ids"
+    with open(ids_txt, "wb") as out:
+        rc, mb = _peak_rss_mb(["encode", "-t", tok_path, big, "-q"], stdout=out)
+    assert rc == 0 and mb < STREAM_MEMORY_MB, f"encode to stdout: exit {rc}, peak {mb:.0f} MB"
+    rc, mb = _peak_rss_mb(["encode", "-t", tok_path, big, "-o", tmp_path / "big.npy", "-q"])
+    assert rc == 0 and mb < STREAM_MEMORY_MB, f"encode -o .npy: exit {rc}, peak {mb:.0f} MB"
+    for source in (ids_txt, tmp_path / "big.npy"):
+        back = tmp_path / "back.txt"
+        with open(back, "wb") as out:
+            rc, mb = _peak_rss_mb(["decode", "-t", tok_path, source], stdout=out)
+        assert rc == 0 and mb < STREAM_MEMORY_MB, f"decode {source.name}: exit {rc}, peak {mb:.0f} MB"
+        assert back.stat().st_size == size and _same_file(back, big), source.name
+        back.unlink()
+    with open(big, "rb") as stdin:  # stdin too
+        rc, mb = _peak_rss_mb(["info", "-t", tok_path, "-"], stdin=stdin)
+    assert rc == 0 and mb < STREAM_MEMORY_MB, f"info: exit {rc}, peak {mb:.0f} MB"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 22), fb.read(1 << 22)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def test_stdin_and_text_everywhere(tmp_path, tok_path, tok, corpus):
+    """`-` is standard input for every command that takes FILE; `--text`
+    encodes a string given on the command line."""
+    text = corpus.read_text(encoding="utf-8")[:20_000]
+    ids = tok.encode(text)
+    assert parse_ids(ok(run("encode", "-t", tok_path, "-", cwd=tmp_path, stdin=text)).stdout) == ids
+    assert json.loads(ok(run("encode", "-t", tok_path, "--text", "hi there", "--format", "json", cwd=tmp_path)).stdout) \
+        == tok.encode("hi there")
+    assert ok(run("decode", "-t", tok_path, "-", cwd=tmp_path, stdin=" ".join(map(str, ids)))).stdout == text
+    info = ok(run("info", "-t", tok_path, "-", cwd=tmp_path, stdin=text)).stdout
+    assert f"<stdin>: {len(ids):,} tokens" in info
+    out = tmp_path / "from-stdin.bpe"
+    ok(run("train", "-", "--vocab", "300", "-o", out, "-q", cwd=tmp_path, stdin=text))
+    assert bpe.Tokenizer.load(out) == bpe.Tokenizer.train(text, 300, progress=False)
+    # Errors in what came on stdin name <stdin>, never a temporary file.
+    error = assert_clean_failure(run("train", "-", "--vocab", "300", "-o", out, cwd=tmp_path, stdin="a\0b"))
+    assert "<stdin>" in error and "tmp" not in error
+    error = assert_clean_failure(run("encode", "-t", tok_path, "-", "-", cwd=tmp_path, stdin="x"))
+    assert "once" in error
+    usage = assert_clean_failure(run("encode", "-t", tok_path, "--text", "x", corpus, cwd=tmp_path))
+    assert "not both" in usage
+
+
+def test_output_flag_on_every_command_that_writes(tmp_path, tok_path, tok, corpus):
+    """-o/--output everywhere; --out stays as encode's alias."""
+    ok(run("train", corpus, "--vocab", "300", "--output", tmp_path / "t.bpe", "-q", cwd=tmp_path))
+    for flag in ("-o", "--output", "--out"):
+        out = tmp_path / f"ids{flag}.txt"
+        ok(run("encode", "-t", tok_path, corpus, flag, out, cwd=tmp_path))
+        assert parse_ids(out.read_text()) == tok.encode(corpus.read_text(encoding="utf-8"))
+        back = tmp_path / f"back{flag}.txt"
+        ok(run("decode", "-t", tok_path, out, "-o" if flag == "--out" else flag, back, cwd=tmp_path))
+        assert back.read_bytes() == corpus.read_bytes()
+
+
+def test_version_and_help_on_every_argument(workdir):
+    assert re.fullmatch(r"bpe \d+\.\d+\.\d+\S* \(Python 3\.\d+\.\d+\S*\)\n",
+                        ok(run("--version", cwd=workdir)).stdout)
+    from bpe.cli import build_parser
+
+    def walk(parser, name):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, p in action.choices.items():
+                    yield from walk(p, f"{name} {sub}")
+            elif not isinstance(action, argparse._HelpAction):
+                yield name, action
+
+    missing = [f"{name} {a.option_strings or a.dest}" for name, a in walk(build_parser(), "bpe") if not a.help]
+    assert missing == []
+
+
+@pytest.mark.parametrize("args, command, fragment", [
+    (["encode", "-o", "x"], "bpe encode", "-t/--tokenizer"),
+    (["encode", "-t", "t.bpe", "f.txt", "--bogus"], "bpe encode", "--bogus"),
+    (["decode", "-t", "t.bpe", "--errors", "ignore"], "bpe decode", "invalid choice: 'ignore'"),
+    (["info"], "bpe info", "-t/--tokenizer"),
+    (["train", "f.txt"], "bpe train", "--vocab"),
+    (["gpt", "train", "-t", "t"], "bpe gpt train", "--data"),
+    (["tokenize"], "bpe", "invalid choice: 'tokenize'"),
+])
+def test_usage_errors_are_one_line_under_the_command(args, command, fragment, workdir):
+    line = assert_clean_failure(run(*args, cwd=workdir), usage=True)
+    assert line.startswith(f"{command}: error: ") and fragment in line and line.endswith(f"(see `{command} --help`)")
+
+
+def test_special_and_no_special_contradict(tmp_path, corpus):
+    line = assert_clean_failure(run("train", corpus, "--vocab", "300", "--special", "<|x|>", "--no-special",
+                                    "-o", tmp_path / "t.bpe", cwd=tmp_path))
+    assert "--special" in line and "--no-special" in line
+    assert not (tmp_path / "t.bpe").exists()
+
+
+def test_tokenizer_by_name_tiktoken_file_and_tokenizer_json(tmp_path, tok_path, tok, corpus):
+    """-t takes a name, a .tiktoken file or a tokenizer.json besides a .bpe:
+    the ids are those of the Python API's loaders (and tiktoken's)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    text = corpus.read_text(encoding="utf-8")[:5000]
+    enc = tiktoken.get_encoding("cl100k_base")
+    want = enc.encode(text)
+    licence = CORPORA / "LICENSE-Unicode.txt"
+    for spec in ("cl100k", "cl100k_base"):
+        assert parse_ids(ok(run("encode", "-t", spec, licence, cwd=tmp_path)).stdout) \
+            == enc.encode(licence.read_text(encoding="utf-8"))
+    cl100k = bpe.Tokenizer.from_tiktoken(enc)
+    # A .tiktoken rank file named after its encoding: pattern and specials known.
+    ranks = tmp_path / "cl100k_base.tiktoken"
+    cl100k.save_tiktoken(ranks)
+    assert parse_ids(ok(run("encode", "-t", ranks, "-", cwd=tmp_path, stdin=text)).stdout) == want
+    info = ok(run("info", "-t", ranks, cwd=tmp_path)).stdout
+    assert "<|endofprompt|> = 100276" in info and "gpt4" in info
+    # A rank file of unknown origin: no pattern to guess.
+    ours = tmp_path / "ours.tiktoken"
+    tok.save_tiktoken(ours)
+    assert "pattern" in assert_clean_failure(run("info", "-t", ours, cwd=tmp_path))
+    # A tokenizer.json (ours, exported).
+    hf = tmp_path / "tokenizer.json"
+    tok.save_huggingface(hf)
+    assert parse_ids(ok(run("encode", "-t", hf, "-", cwd=tmp_path, stdin=text)).stdout) == tok.encode(text)
+    # Not a file, not a name.
+    line = assert_clean_failure(run("info", "-t", "cl100", cwd=tmp_path))
+    assert "cl100" in line and "cl100k" in line and "o200k" in line
+
+
+def test_known_encodings_match_tiktoken():
+    """bpe/named.py's table of OpenAI's encodings (used for .tiktoken files)
+    says what tiktoken says."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from bpe.named import KNOWN
+
+    for name, (pattern, specials, n_ranks) in KNOWN.items():
+        enc = tiktoken.get_encoding(name)
+        assert (pattern, specials, n_ranks) == (enc._pat_str, enc._special_tokens, len(enc._mergeable_ranks)), name

@@ -126,14 +126,26 @@ def test_end_of_text_between_files(tmp_path, tok_path, tok):
     assert read_ids(tmp_path / "ds", "train").count(eot) == 1
 
 
-def test_special_token_text_is_text_unless_allowed(tmp_path, tok_path, tok):
+def test_special_token_text_as_encode_decides(tmp_path, tok_path, tok):
+    """As `Tokenizer.encode`: special-token text is an error by default
+    (nothing written), ordinary text with disallowed_special=(), the special
+    token with allowed_special."""
     src = tmp_path / "s.txt"
     src.write_text("a<|endoftext|>b\n" * 30, encoding="utf-8")
     eot = tok.special_tokens["<|endoftext|>"]
-    bdata.write_dataset([src], tok_path, tmp_path / "plain", progress=False)
+    with pytest.raises(ValueError, match=r'holds the special token "<\|endoftext\|>" at byte offset 1 \(line 1\)'):
+        bdata.write_dataset([src], tok_path, tmp_path / "refused", progress=False)
+    assert not (tmp_path / "refused").exists()
+    bdata.write_dataset([src], tok_path, tmp_path / "plain", disallowed_special=(), progress=False)
     assert eot not in read_ids(tmp_path / "plain", "train")
-    bdata.write_dataset([src], tok_path, tmp_path / "special", allow_special=True, progress=False)
+    bdata.write_dataset([src], tok_path, tmp_path / "special", allowed_special="all", progress=False)
     assert read_ids(tmp_path / "special", "train").count(eot) > 20
+    # A Tokenizer object does as well as its file; meta.json names it as told.
+    meta = bdata.write_dataset([src], tok, tmp_path / "obj", allowed_special="all", progress=False,
+                               tokenizer_name="mine")
+    assert read_ids(tmp_path / "obj", "train") == read_ids(tmp_path / "special", "train")
+    assert meta["tokenizer"]["file"] == "mine"
+    assert meta["tokenizer"]["sha256"] == bdata.file_sha256(tok_path)
 
 
 def test_val_fraction(tmp_path, tok_path):

@@ -657,7 +657,7 @@ def test_long_line_dataset_pieces_equal_the_whole(allow_special, tmp_path, tok):
     tok_path = tmp_path / "t.bpe"
     tok.save(tok_path)
     bpe.data.write_dataset([path], tok_path, tmp_path / "ds", val_fraction=0, block_bytes=997, progress=False,
-                           allow_special=allow_special)
+                           allowed_special="all" if allow_special else (), disallowed_special=())
     raw = (tmp_path / "ds" / "train.bin").read_bytes()
     ids = [int.from_bytes(raw[i : i + 2], "little") for i in range(0, len(raw), 2)]
     text = line + "\n" + line

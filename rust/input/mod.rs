@@ -8,6 +8,10 @@
 //! whole characters. Memory: one block and its carry; a stretch with no cut
 //! point longer than `MAX_UNCUT_BYTES` is an error, not an ever-growing
 //! buffer.
+//!
+//! A path of `-` is standard input, and a pipe or a device (`<(zcat c.gz)`)
+//! is read once, to its end, like stdin: such a range must start at 0 and
+//! has no end but the end of its data.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -21,6 +25,41 @@ pub struct Range {
     pub path: PathBuf,
     pub start: u64,
     pub end: Option<u64>,
+}
+
+/// The path that stands for standard input.
+pub const STDIN: &str = "-";
+
+/// How a path is named in messages: `<stdin>` for `-`.
+pub fn name(path: &Path) -> std::path::Display<'_> {
+    if path.as_os_str() == STDIN {
+        Path::new("<stdin>").display()
+    } else {
+        path.display()
+    }
+}
+
+/// Opens `path` for reading (`-`: standard input); true if it is a regular
+/// file (which can be sized, sought and read again for a line number).
+pub fn open(path: &Path) -> Result<(File, bool), String> {
+    let real = if path.as_os_str() == STDIN { Path::new("/dev/stdin") } else { path };
+    let file = File::open(real).map_err(|e| format!("cannot read {}: {e}", name(path)))?;
+    let regular = file.metadata().map_err(|e| format!("cannot read {}: {e}", name(path)))?.is_file();
+    Ok((file, regular && path.as_os_str() != STDIN))
+}
+
+/// A file whose first this-many bytes hold a NUL byte is refused as binary
+/// (as git and grep decide; `bpe/files.py` checks regular files the same way
+/// before reading them).
+pub const BINARY_SNIFF_BYTES: usize = 64 << 10;
+
+/// The error for a NUL byte at `at` in the first bytes of a file.
+fn binary_error(path: &Path, at: u64) -> String {
+    format!(
+        "{} looks like a binary file, not text: it has a NUL byte at byte offset {at}{}; give UTF-8 text files",
+        name(path),
+        crate::limits::line_suffix(path, at)
+    )
 }
 
 /// One block of text read from range `range` (an index into the ranges),
@@ -45,6 +84,8 @@ pub struct Blocks<'a> {
     file: Option<File>,
     offset: u64,
     left: u64,
+    /// The file is a stream (stdin, a pipe): read to its end, `left` unknown.
+    stream: bool,
     carry: Vec<u8>,
 }
 
@@ -52,7 +93,7 @@ impl<'a> Blocks<'a> {
     /// `cut: None`: each range is one block (for patterns whose chunks a cut
     /// could change; memory then grows with the range).
     pub fn new(ranges: &'a [Range], block_bytes: usize, cut: Cutter<'a>) -> Blocks<'a> {
-        Blocks { ranges, block_bytes, cut, current: 0, file: None, offset: 0, left: 0, carry: Vec::new() }
+        Blocks { ranges, block_bytes, cut, current: 0, file: None, offset: 0, left: 0, stream: false, carry: Vec::new() }
     }
 
     /// The next block, in order; `None` after the last. An empty range
@@ -60,13 +101,20 @@ impl<'a> Blocks<'a> {
     pub fn next_block(&mut self) -> Result<Option<Block>, String> {
         if self.file.is_none() {
             let Some(range) = self.ranges.get(self.current) else { return Ok(None) };
-            let name = range.path.display();
-            let mut file = File::open(&range.path).map_err(|e| format!("cannot read {name}: {e}"))?;
-            let size = file.metadata().map_err(|e| format!("cannot read {name}: {e}"))?.len();
-            let end = range.end.unwrap_or(size).min(size);
-            file.seek(SeekFrom::Start(range.start)).map_err(|e| format!("cannot read {name}: {e}"))?;
+            let (mut file, regular) = open(&range.path)?;
+            let name = name(&range.path);
+            if regular {
+                let size = file.metadata().map_err(|e| format!("cannot read {name}: {e}"))?.len();
+                let end = range.end.unwrap_or(size).min(size);
+                file.seek(SeekFrom::Start(range.start)).map_err(|e| format!("cannot read {name}: {e}"))?;
+                self.left = end.saturating_sub(range.start);
+            } else if range.start != 0 || range.end.is_some() {
+                return Err(format!("{name} is not a regular file: it can only be read whole, once"));
+            } else {
+                self.left = u64::MAX;
+            }
+            self.stream = !regular;
             self.offset = range.start;
-            self.left = end.saturating_sub(range.start);
             self.file = Some(file);
             self.carry.clear();
         }
@@ -79,10 +127,16 @@ impl<'a> Blocks<'a> {
             // `read_to_end` on a `Take` reads into the spare capacity without
             // zeroing it first.
             let want = (self.block_bytes as u64).min(self.left);
-            let n = file.by_ref().take(want).read_to_end(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            self.left -= n as u64;
-            if n as u64 != want {
-                return Err(format!("cannot read {}: it became shorter while being read", path.display()));
+            let n = file.by_ref().take(want).read_to_end(&mut buf).map_err(|e| format!("cannot read {}: {e}", name(path)))?;
+            if self.stream {
+                if (n as u64) < want {
+                    self.left = 0; // the end of the stream
+                }
+            } else {
+                self.left -= n as u64;
+                if n as u64 != want {
+                    return Err(format!("cannot read {}: it became shorter while being read", name(path)));
+                }
             }
             if self.left == 0 {
                 break buf.len();
@@ -99,6 +153,12 @@ impl<'a> Blocks<'a> {
             }
             // No cut point yet (one huge line): read more.
         };
+        if self.offset < BINARY_SNIFF_BYTES as u64 {
+            let head = &buf[..buf.len().min(BINARY_SNIFF_BYTES - self.offset as usize)];
+            if let Some(at) = memchr::memchr(0, head) {
+                return Err(binary_error(path, self.offset + at as u64));
+            }
+        }
         self.carry.extend_from_slice(&buf[cut..]);
         buf.truncate(cut);
         let text = String::from_utf8(buf).map_err(|e| not_utf8(path, self.offset, e.utf8_error()))?;
@@ -119,7 +179,7 @@ pub fn not_utf8(path: &Path, offset: u64, e: std::str::Utf8Error) -> String {
     format!(
         "{} is not valid UTF-8 at byte offset {at}{}; convert it to UTF-8 \
          (e.g. `iconv -f latin1 -t utf-8`) or remove the bad bytes",
-        path.display(),
+        name(path),
         crate::limits::line_suffix(path, at)
     )
 }

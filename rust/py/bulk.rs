@@ -21,7 +21,7 @@ use crate::input::Range;
 use crate::vocab::Rank;
 
 /// Checks for Ctrl-C and calls `progress(bytes)` if given (with the GIL).
-fn between(progress: &Option<PyObject>) -> impl FnMut(u64) -> Result<(), String> + '_ {
+pub(super) fn between(progress: &Option<PyObject>) -> impl FnMut(u64) -> Result<(), String> + '_ {
     move |done| {
         Python::with_gil(|py| {
             py.check_signals().map_err(|_| INTERRUPTED.to_string())?;
@@ -72,10 +72,11 @@ pub(super) fn encode_files<'py>(
 
 /// Encodes byte ranges of files into the files `outputs` (appending
 /// `width`-byte little-endian ids): `segments` are `(path, start, end,
-/// output, doc_start)`, read in blocks of about `block_bytes`. Returns the
+/// output, doc_start)`, read in blocks of about `block_bytes`; text of
+/// `disallowed_special` is an error. Returns the
 /// number of ids written to each output.
 #[pyfunction]
-#[pyo3(signature = (core, segments, outputs, allowed_special, separator, num_threads, width, block_bytes=BLOCK_BYTES, progress=None))]
+#[pyo3(signature = (core, segments, outputs, allowed_special, separator, num_threads, width, block_bytes=BLOCK_BYTES, progress=None, disallowed_special=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn write_ids(
     py: Python<'_>,
@@ -88,6 +89,7 @@ pub(super) fn write_ids(
     width: usize,
     block_bytes: usize,
     progress: Option<PyObject>,
+    disallowed_special: Vec<String>,
 ) -> PyResult<Vec<u64>> {
     let enc = &core.get().enc;
     let segments: Vec<Segment> = segments
@@ -95,7 +97,7 @@ pub(super) fn write_ids(
         .map(|(path, start, end, sink, doc_start)| Segment { range: Range { path, start, end }, sink, doc_start })
         .collect();
     let allowed: FxHashSet<String> = allowed_special.into_iter().collect();
-    let opts = Options { allowed: &allowed, disallowed: &[], separator };
+    let opts = Options { allowed: &allowed, disallowed: &disallowed_special, separator };
     py.allow_threads(|| {
         guard(|| {
             let pool = thread_pool(num_threads)?;

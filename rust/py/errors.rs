@@ -5,17 +5,19 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyBrokenPipeError, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 /// The marker error a progress callback returns when Ctrl-C was pressed.
 pub(super) const INTERRUPTED: &str = "\u{0}interrupted";
 
-/// Runs `f`, mapping a panic to `RuntimeError` and an error string to `ValueError`.
+/// Runs `f`, mapping a panic to `RuntimeError` and an error string to
+/// `ValueError` (or `KeyboardInterrupt`, `BrokenPipeError` for their markers).
 pub(super) fn guard<T>(f: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) if e == INTERRUPTED => Err(PyKeyboardInterrupt::new_err("interrupted")),
+        Ok(Err(e)) if e == crate::decode::BROKEN_PIPE => Err(PyBrokenPipeError::new_err("the reader of the output went away")),
         Ok(Err(e)) => Err(PyValueError::new_err(e)),
         Err(panic) => {
             let msg = panic

@@ -7,7 +7,8 @@
 //! Python exceptions), `lists.rs` (lists of ids written directly: all the
 //! unsafe code but one), `buffers.rs` (ids lent to numpy without a copy), `text.rs`
 //! (a `str`'s UTF-8, made faster than CPython makes it), `encoder.rs` (`CoreBPE`), `bulk.rs` (files
-//! encoded in bulk), `trainer.rs` (`Trainer`), and
+//! encoded in bulk), `stream.rs` (encoding and decoding streams into a file
+//! descriptor: the CLI), `trainer.rs` (`Trainer`), and
 //! here the module itself, with `Pretokenizer` and a test hook.
 
 use pyo3::prelude::*;
@@ -20,6 +21,7 @@ mod text;
 mod buffers;
 mod encoder;
 mod bulk;
+mod stream;
 mod trainer;
 
 use encoder::CoreBPE;
@@ -85,6 +87,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffers::IdBuffer>()?;
     m.add_function(wrap_pyfunction!(bulk::encode_files, m)?)?;
     m.add_function(wrap_pyfunction!(bulk::write_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::encode_to_fd, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::decode_to_fd, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }
