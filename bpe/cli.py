@@ -21,6 +21,7 @@ import argparse
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import warnings
@@ -59,12 +60,22 @@ def _load(spec: str) -> Tokenizer:
     return load_tokenizer(spec)
 
 
-def _inputs(files: list[str]) -> list[str]:
-    """Checks the input files up front (so a bad one fails before any output);
-    ``-`` (stdin) at most once."""
+def _inputs(files: list[str], *, streams: bool = True) -> list[str]:
+    """Checks the input files up front (so a bad one fails before any output).
+    ``-`` is stdin (at most once); with ``streams``, a pipe such as
+    ``<(zcat c.gz)`` is read once, like stdin (the core checks it for NUL
+    bytes as it reads), else it is refused by ``check_text_file``."""
     if files.count(STDIN) > 1:
         raise UsageError("- (standard input) can be read only once; give it once")
-    return [f if f == STDIN else check_text_file(f) for f in files]
+    return [f if f == STDIN or (streams and _is_stream(f)) else check_text_file(f) for f in files]
+
+
+def _is_stream(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
 def _special_policy(args) -> dict:
@@ -120,7 +131,7 @@ class _Bar:
 
 
 def _total_bytes(paths: list[str]) -> int | None:
-    if STDIN in paths:
+    if any(p == STDIN or _is_stream(p) for p in paths):
         return None
     return sum(os.path.getsize(p) for p in paths)
 
@@ -131,7 +142,7 @@ def _total_bytes(paths: list[str]) -> int | None:
 def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
         raise UsageError("--special and --no-special contradict each other; give one")
-    files = _inputs(args.files)
+    files = _inputs(args.files, streams=False)
     check_output_file(args.output, force=args.force)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
@@ -262,7 +273,7 @@ def _encode_dataset(args) -> None:
         raise UsageError("a dataset is made from files (each split by its size): save standard input or --text to a file first")
     if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
         raise UsageError(f"--val-fraction must be at least 0 and below 1, got {args.val_fraction}")
-    files = _inputs(args.files)
+    files = _inputs(args.files, streams=False)
     tok = _load(args.tokenizer)
     meta = write_dataset(
         files,
@@ -347,7 +358,7 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(f"special tokens:  {specials}")
     longest = max(tok.vocab.values(), key=len)
     print(f"longest token:   {len(longest)} bytes: {longest!r}")
-    sizes = [None if p == STDIN else os.path.getsize(p) for p in paths]
+    sizes = [None if p == STDIN or _is_stream(p) else os.path.getsize(p) for p in paths]
     for path, n_bytes, n_tokens in zip(paths, sizes, counts):
         name = "<stdin>" if path == STDIN else path
         if n_bytes is None:
