@@ -30,13 +30,12 @@ import hashlib
 import json
 import math
 import os
-import secrets
 import sys
 import time
 from typing import TYPE_CHECKING, Collection, Sequence
 
 from bpe import _core
-from bpe.files import atomic_write_text, check_readable_file, check_text_file
+from bpe.files import atomic_write_text, check_readable_file, check_text_file, output_target, remove_stale_temps, temp_path
 from bpe.specials import ENDOFTEXT
 from bpe.tokenizer import Tokenizer
 
@@ -142,8 +141,11 @@ class _Writer:
     syncs); ``commit`` renames it."""
 
     def __init__(self, final: str):
-        self.final = final
-        self.tmp = os.path.join(os.path.dirname(final), f".bpe-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+        # As bpe.files.atomic_write: a symlink is followed, and a directory or
+        # device in the way is refused now, before the encoding, not after.
+        # (A read-only .bin is still replaced: write_dataset has no force.)
+        self.final = output_target(final, force=True)
+        self.tmp = temp_path(self.final)
         open(self.tmp, "xb").close()  # made here, empty: never someone else's file
         self.tokens = 0
         self.bytes = 0
@@ -333,10 +335,12 @@ def write_dataset(
 
 
 def _prepare_dir(out_dir: str) -> bool:
-    """Makes sure ``out_dir`` is a writable directory; returns True if created."""
+    """Makes sure ``out_dir`` is a writable directory; returns True if created.
+    Temporary files that a killed earlier run left in it are removed."""
     if os.path.isdir(out_dir):
         if not os.access(out_dir, os.W_OK):
             raise PermissionError(f"cannot write to {out_dir}: the directory is not writable")
+        remove_stale_temps(out_dir)
         return False
     if os.path.exists(out_dir):
         raise ValueError(f"{out_dir} is a file; --out takes a directory (for train.bin, val.bin, {META})")

@@ -703,13 +703,13 @@ import sys, time
 import bpe, bpe.files as F
 a, b = bpe.Tokenizer.load(sys.argv[1]), bpe.Tokenizer.load(sys.argv[2])
 real = F.atomic_write
-def slow(path, fill):  # write each file in two halves, with a pause between
+def slow(path, fill, **options):  # write each file in two halves, with a pause between
     def halves(f):
         class Slow:
             def write(self, data):
                 f.write(data[: len(data) // 2]); f.flush(); time.sleep(0.003); f.write(data[len(data) // 2 :])
         fill(Slow())
-    real(path, halves)
+    real(path, halves, **options)
 F.atomic_write = slow
 print("ready", flush=True)
 i = 0
