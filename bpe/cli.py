@@ -283,6 +283,7 @@ def _encode_dataset(args) -> None:
         num_threads=args.threads,
         progress=False if args.quiet else None,
         tokenizer_name=args.tokenizer,
+        force=args.force,
         **_special_policy(args),
     )
     s = meta["splits"]
@@ -513,7 +514,10 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, OSError, ValueError, TypeError, OverflowError, RuntimeError, ImportError) as e:
         # RuntimeError: an internal error of the Rust core (its message says so).
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if isinstance(e, OSError) and e.filename and e.filename not in msg:
+        if isinstance(e, OSError) and e.filename and e.strerror:
+            # "out.bpe: No space left on device", not "[Errno 28] No space ...: 'out.bpe'".
+            msg = f"{e.filename}: {e.strerror}"
+        elif isinstance(e, OSError) and e.filename and e.filename not in msg:
             msg = f"{e.filename}: {msg}"
         print(f"bpe: error: {msg}", file=sys.stderr)
         return 1

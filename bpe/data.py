@@ -140,11 +140,11 @@ class _Writer:
     """A temporary file beside ``final`` that the core appends ids to (and
     syncs); ``commit`` renames it."""
 
-    def __init__(self, final: str):
-        # As bpe.files.atomic_write: a symlink is followed, and a directory or
-        # device in the way is refused now, before the encoding, not after.
-        # (A read-only .bin is still replaced: write_dataset has no force.)
-        self.final = output_target(final, force=True)
+    def __init__(self, final: str, force: bool):
+        # As bpe.files.atomic_write: a symlink is followed, and a directory,
+        # a device or (without force) a read-only file in the way is refused
+        # now, before the encoding, not after.
+        self.final = output_target(final, force=force)
         self.tmp = temp_path(self.final)
         open(self.tmp, "xb").close()  # made here, empty: never someone else's file
         self.tokens = 0
@@ -209,6 +209,7 @@ def write_dataset(
     progress: bool | None = None,
     block_bytes: int = BLOCK_BYTES,
     tokenizer_name: str | None = None,
+    force: bool = False,
 ) -> dict:
     """Encodes ``files`` (each one document) with ``tokenizer`` (a Tokenizer,
     or the path of a saved one) into ``out_dir/train.bin``, ``val.bin`` and
@@ -222,7 +223,8 @@ def write_dataset(
     ``out_dir`` changes unless everything succeeds; ``out_dir`` is created
     (one level) if missing, and removed again if this call created it and
     then failed. ``meta.json`` names the tokenizer as ``tokenizer_name``
-    (default: its path as given, or "in memory").
+    (default: its path as given, or "in memory"). A read-only ``.bin`` or
+    ``meta.json`` already there is replaced only with ``force``.
     """
     if not 0 <= val_fraction < 1:
         raise ValueError(f"val_fraction must be at least 0 and below 1, got {val_fraction}")
@@ -259,7 +261,8 @@ def write_dataset(
     writers: dict[str, _Writer] = {}
     try:
         for split in SPLITS:
-            writers[split] = _Writer(os.path.join(out_dir, f"{split}.bin"))
+            writers[split] = _Writer(os.path.join(out_dir, f"{split}.bin"), force)
+        meta_path = output_target(os.path.join(out_dir, META), force=force)
         # Each file's first (1 - val_fraction) to train.bin, the rest to
         # val.bin: a document in each. The core reads, cuts (at points that
         # change no id) and encodes them on all cores, and appends the ids,
@@ -315,7 +318,6 @@ def write_dataset(
         # Commit: meta.json goes first and comes back last, so that at every
         # instant the directory either has no meta.json (incomplete: readers
         # refuse it) or one whose counts match the .bin files beside it.
-        meta_path = os.path.join(out_dir, META)
         if os.path.exists(meta_path):
             os.unlink(meta_path)
         for w in writers.values():
@@ -343,7 +345,10 @@ def _prepare_dir(out_dir: str) -> bool:
         remove_stale_temps(out_dir)
         return False
     if os.path.exists(out_dir):
-        raise ValueError(f"{out_dir} is a file; --out takes a directory (for train.bin, val.bin, {META})")
+        raise ValueError(
+            f"{out_dir} is not a directory: a dataset is a directory (train.bin, val.bin, {META}); "
+            f"give one, or (CLI) --format ids, json or numpy to write one file"
+        )
     parent = os.path.dirname(os.path.abspath(out_dir))
     if not os.path.isdir(parent):
         raise ValueError(f"cannot create {out_dir}: directory {parent} does not exist")

@@ -855,3 +855,51 @@ def test_known_encodings_match_tiktoken():
     for name, (pattern, specials, n_ranks) in KNOWN.items():
         enc = tiktoken.get_encoding(name)
         assert (pattern, specials, n_ranks) == (enc._pat_str, enc._special_tokens, len(enc._mergeable_ranks)), name
+
+
+@pytest.mark.parametrize("command", ["train", "encode", "encode-dataset", "decode"])
+def test_writes_refuse_devices_follow_links_and_honour_read_only(command, tmp_path, corpus, tok_path, tok):
+    """Every command that writes: a device is never replaced, a symlink's
+    target is written (the link stays), a read-only file needs --force."""
+    ids = tmp_path / "ids.txt"
+    ids.write_text(" ".join(map(str, tok.encode("hello there"))))
+    suffix = {"train": ".bpe", "encode": ".txt", "encode-dataset": "", "decode": ".out"}[command]
+
+    def cli(out, *extra):
+        args = {
+            "train": ["train", corpus, "--vocab", "300", "-q"],
+            "encode": ["encode", "-t", tok_path, corpus, "--format", "ids"],
+            "encode-dataset": ["encode", "-t", tok_path, corpus, "-q"],
+            "decode": ["decode", "-t", tok_path, ids],
+        }[command]
+        return run(*args, "-o", out, *extra, cwd=tmp_path)
+
+    if command != "encode-dataset":
+        # /dev/full is a device: refused up front, and still a device after.
+        error = assert_clean_failure(cli("/dev/full"))
+        assert "/dev/full" in error and "not a regular file" in error
+        assert os.path.exists("/dev/full") and not os.path.isfile("/dev/full")
+        target = tmp_path / f"real{suffix}"
+        link = tmp_path / f"link{suffix}"
+        link.symlink_to(target.name)
+        ok(cli(link))
+        assert link.is_symlink() and target.is_file() and target.stat().st_size > 0
+        target.chmod(0o444)
+    else:
+        target = tmp_path / "ds"
+        ok(cli(target))
+        target = target / "train.bin"
+        target.chmod(0o444)
+    before = target.read_bytes()
+    error = assert_clean_failure(cli(tmp_path / "ds" if command == "encode-dataset" else target))
+    assert "read-only" in error and "--force" in error and ".tmp" not in error
+    assert target.read_bytes() == before
+    ok(cli(tmp_path / "ds" if command == "encode-dataset" else target, "--force"))
+    assert no_temp_files(tmp_path)
+
+
+def test_output_errors_never_name_temporary_files(tmp_path, corpus):
+    for out in ("", "no-such-dir/x.bpe"):
+        error = assert_clean_failure(run("train", corpus, "--vocab", "300", "-o", out, cwd=tmp_path))
+        assert ".tmp" not in error and ".bpe-" not in error
+    assert "empty" in assert_clean_failure(run("train", corpus, "--vocab", "300", "-o", "", cwd=tmp_path))

@@ -233,7 +233,7 @@ def test_failure_keeps_an_existing_dataset(tmp_path, tok_path):
 def test_out_must_be_a_directory(tmp_path, tok_path):
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(ValueError, match="is a file; --out takes a directory"):
+    with pytest.raises(ValueError, match="is not a directory: a dataset is a directory"):
         bdata.write_dataset([SHAKESPEARE], tok_path, f, progress=False)
     with pytest.raises(ValueError, match="does not exist"):
         bdata.write_dataset([SHAKESPEARE], tok_path, tmp_path / "a" / "b", progress=False)
