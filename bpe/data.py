@@ -78,6 +78,13 @@ def _width(dtype: str) -> int:
     return {"uint16": 2, "uint32": 4}[dtype]
 
 
+def tokenizer_sha256(tok: Tokenizer) -> str:
+    """What a dataset and a checkpoint record of their tokenizer: the sha256
+    of its file as :meth:`Tokenizer.save` writes it (for a tokenizer loaded
+    from such a file, the file's own sha256), whatever it was loaded from."""
+    return hashlib.sha256(tok._dumps().encode("utf-8")).hexdigest()
+
+
 def file_sha256(path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -230,15 +237,12 @@ def write_dataset(
         raise ValueError(f"val_fraction must be at least 0 and below 1, got {val_fraction}")
     if isinstance(tokenizer, Tokenizer):
         tok = tokenizer
-        # The sha256 of the file it would be saved as: `bpe gpt train -t TOK`
-        # compares it with the tokenizer file it is given.
-        tok_sha = hashlib.sha256(tok._dumps().encode("utf-8")).hexdigest()
         tokenizer_name = tokenizer_name or "in memory"
     else:
         tokenizer_path = check_readable_file(tokenizer)
         tok = Tokenizer.load(tokenizer_path)
-        tok_sha = file_sha256(tokenizer_path)  # `bpe gpt train -t TOK` checks it is the same file
         tokenizer_name = tokenizer_name or tokenizer_path
+    tok_sha = tokenizer_sha256(tok)  # `bpe gpt train -t TOK` checks it is the same tokenizer
     allowed = sorted(tok._allowed(allowed_special))
     disallowed = sorted(tok._disallowed(set(allowed), disallowed_special))
     paths = [check_text_file(p) for p in files]

@@ -64,8 +64,11 @@ def add_parser(sub) -> None:
         "atomic checkpoint each time. CPU, or CUDA with bf16 when available.",
     )
     t.add_argument("--data", required=True, metavar="DIR", help="dataset directory written by `bpe encode --out DIR`")
-    t.add_argument("-t", "--tokenizer", required=True, metavar="TOK", help="the tokenizer the dataset was encoded with")
-    t.add_argument("--out", default="gpt.pt", metavar="CKPT", help="checkpoint file (default gpt.pt)")
+    t.add_argument("-t", "--tokenizer", required=True, metavar="TOK",
+                   help="the tokenizer the dataset was encoded with (a file or a name, as for `bpe encode`)")
+    t.add_argument("-o", "--output", "--out", dest="out", default="gpt.pt", metavar="CKPT",
+                   help="checkpoint file (default gpt.pt)")
+    t.add_argument("--force", action="store_true", help="replace a read-only checkpoint file")
     t.add_argument("--resume", action="store_true",
                    help="continue from --out's checkpoint (its model and settings; --steps may be raised)")
     d = {**MODEL_DEFAULTS, **TRAIN_DEFAULTS}
@@ -149,10 +152,10 @@ def learning_rate(step: int, *, lr: float, min_lr: float, warmup: int, steps: in
 # -- checkpoints -----------------------------------------------------------------
 
 
-def save_checkpoint(torch, path: str, state: dict) -> None:
+def save_checkpoint(torch, path: str, state: dict, force: bool = False) -> None:
     """torch.save to a temporary file beside ``path``, fsync, rename: a crash
     or Ctrl-C mid-save leaves the previous checkpoint, never half of one."""
-    atomic_write(path, lambda f: torch.save(state, f))
+    atomic_write(path, lambda f: torch.save(state, f), force=force)
 
 
 def load_checkpoint(torch, path: str) -> dict:
@@ -247,30 +250,34 @@ def cmd_train(args: argparse.Namespace, *, stop_after: int | None = None, log=No
 
     log = log or (lambda msg: print(msg, flush=True))
     device = _device(torch, args.device)
-    tok_path = check_readable_file(args.tokenizer)
+    from bpe.named import load_tokenizer
+
+    tok_path = args.tokenizer
     try:
         meta = bdata.load_meta(args.data)
     except bdata.DatasetError as e:
         raise UsageError(str(e)) from None
-    tok_sha = bdata.file_sha256(tok_path)
+    tok = load_tokenizer(tok_path)
+    # The checkpoint embeds the tokenizer as its file text: a .bpe file, or
+    # what saving any other tokenizer (a name, a .tiktoken) would write.
+    tok_text = tok._dumps()
+    tok_sha = bdata.tokenizer_sha256(tok)
     if meta["tokenizer"]["sha256"] != tok_sha:
         raise UsageError(
             f"{args.data} was encoded with another tokenizer ({meta['tokenizer']['file']}), not {tok_path}; "
             f"pass that one with -t, or re-encode: bpe encode FILE... -t {tok_path} --out {args.data}"
         )
-    tok = Tokenizer.load(tok_path)
-    with open(tok_path, encoding="utf-8") as f:
-        tok_text = f.read()
 
     ckpt = None
     if args.resume:
         if not os.path.exists(args.out):
             raise UsageError(f"--resume, but {args.out} does not exist; drop --resume to start a new run")
+        check_output_file(args.out, what="a checkpoint file name", force=args.force)
         ckpt = load_checkpoint(torch, args.out)
         if ckpt["tokenizer_sha256"] != tok_sha:
             raise UsageError(f"{args.out} was trained with another tokenizer than {tok_path}; use another --out")
     else:
-        check_output_file(args.out, what=f"a checkpoint file name, e.g. {args.out}/gpt.pt")
+        check_output_file(args.out, what=f"a checkpoint file name, e.g. {args.out}/gpt.pt", force=args.force)
     model_cfg, tc = _settings(args, ckpt)
     train_data = bdata.load_split(args.data, "train")
     val_data = bdata.load_split(args.data, "val")
@@ -334,10 +341,10 @@ def cmd_train(args: argparse.Namespace, *, stop_after: int | None = None, log=No
             "generator": gen.get_state(),
             "tokenizer": tok_text,
             "tokenizer_sha256": tok_sha,
-            "dataset": {"dir": os.path.abspath(args.data), "meta": meta},
+            "dataset": {"dir": args.data, "meta": meta},
             "val_loss": val_loss,
             "val_bits_per_byte": None if val_loss is None else bdata.bits_per_byte(val_loss, meta),
-        })
+        }, force=args.force)
 
     def validate() -> float:
         val = evaluate(torch, model, val_data, T, B, max_windows, device, autocast)
