@@ -7,7 +7,8 @@
 //! Python exceptions), `lists.rs` (lists of ids written directly: all the
 //! unsafe code but one), `buffers.rs` (ids lent to numpy without a copy), `text.rs`
 //! (a `str`'s UTF-8, made faster than CPython makes it), `encoder.rs` (`CoreBPE`), `bulk.rs` (files
-//! encoded in bulk), `trainer.rs` (`Trainer`), and
+//! encoded in bulk), `progress.rs` (the progress bar, and `Progress`),
+//! `trainer.rs` (`Trainer`), and
 //! here the module itself, with `Pretokenizer` and a test hook.
 
 use pyo3::prelude::*;
@@ -20,6 +21,7 @@ mod text;
 mod buffers;
 mod encoder;
 mod bulk;
+mod progress;
 mod trainer;
 
 use encoder::CoreBPE;
@@ -83,6 +85,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Trainer>()?;
     m.add_class::<CoreBPE>()?;
     m.add_class::<buffers::IdBuffer>()?;
+    m.add_class::<progress::Progress>()?;
     m.add_function(wrap_pyfunction!(bulk::encode_files, m)?)?;
     m.add_function(wrap_pyfunction!(bulk::write_ids, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
