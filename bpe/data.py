@@ -31,11 +31,11 @@ import json
 import math
 import os
 import sys
-import time
 from typing import TYPE_CHECKING, Collection, Sequence
 
 from bpe import _core
 from bpe.files import atomic_write_text, check_readable_file, check_text_file, output_target, remove_stale_temps, temp_path
+from bpe.progress import Progress
 from bpe.specials import ENDOFTEXT
 from bpe.tokenizer import Tokenizer
 
@@ -182,28 +182,6 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-class _Progress:
-    """One self-overwriting line on stderr, at most a few times a second."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled = total, enabled
-        self.start = self.last = time.monotonic()
-
-    def update(self, done: int, tokens: int, final: bool = False) -> None:
-        now = time.monotonic()
-        if not self.enabled or (not final and now - self.last < 0.25):
-            return
-        self.last = now
-        mb = done / 1e6
-        rate = mb / max(now - self.start, 1e-9)
-        pct = 100 * done / self.total if self.total else 100
-        sys.stderr.write(f"\rencoding: {mb:,.1f}/{self.total / 1e6:,.1f} MB ({pct:3.0f}%), "
-                         f"{rate:,.1f} MB/s, {tokens:,} tokens ")
-        if final:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def write_dataset(
     files: Sequence[os.PathLike | str],
     tokenizer: os.PathLike | str | Tokenizer,
@@ -261,7 +239,6 @@ def write_dataset(
     if progress is None:
         progress = sys.stderr.isatty()
     total = sum(os.path.getsize(p) for p in paths)
-    bar = _Progress(total, progress)
     writers: dict[str, _Writer] = {}
     try:
         for split in SPLITS:
@@ -280,15 +257,16 @@ def write_dataset(
                     segments.append((path, start, end, k, True))
                     writers[split].documents += 1
                     writers[split].bytes += end - start
-        counts = _core.write_ids(
-            tok._core, segments, [w.tmp for w in writers.values()],
-            allowed, eot,
-            0 if num_threads is None else num_threads, _width(dtype), block_bytes,
-            lambda done: bar.update(done, 0), disallowed,
-        )
+        with Progress("encoding", total, show=progress) as bar:
+            counts = _core.write_ids(
+                tok._core, segments, [w.tmp for w in writers.values()],
+                allowed, eot,
+                0 if num_threads is None else num_threads, _width(dtype), block_bytes,
+                bar.update, disallowed,
+            )
+            bar.update(total, tokens=sum(counts))
         for w, n in zip(writers.values(), counts):
             w.tokens = n
-        bar.update(total, sum(counts), final=True)
 
         if writers["train"].tokens == 0:
             raise ValueError("the input files are empty: there is nothing to train on")

@@ -18,6 +18,7 @@
 //! - [`pieces`]: long inputs in pieces, so that the bindings can see Ctrl-C between them;
 //! - [`batch`]: the parallel scheduler of a batch of texts, free of Python;
 //! - [`bulk`]: encoding files on all cores into a sink (a flat array, `.bin` files);
+//! - [`progress`]: what progress bars say (rates, ETA), as plain functions;
 //! - `py` (feature `python`): the Python bindings only, thin (see `py/mod.rs`);
 //! - `fuzzing` (feature `fuzzing`, and tests): the fuzz targets' logic.
 //!
@@ -39,6 +40,7 @@ pub mod train;
 pub mod pieces;
 pub mod batch;
 pub mod bulk;
+pub mod progress;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

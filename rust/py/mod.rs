@@ -8,7 +8,8 @@
 //! unsafe code but one), `buffers.rs` (ids lent to numpy without a copy), `text.rs`
 //! (a `str`'s UTF-8, made faster than CPython makes it), `encoder.rs` (`CoreBPE`), `bulk.rs` (files
 //! encoded in bulk), `stream.rs` (encoding and decoding streams into a file
-//! descriptor: the CLI), `trainer.rs` (`Trainer`), and
+//! descriptor: the CLI), `progress.rs` (the progress bar, and `Progress`),
+//! `trainer.rs` (`Trainer`), and
 //! here the module itself, with `Pretokenizer` and a test hook.
 
 use pyo3::prelude::*;
@@ -22,6 +23,7 @@ mod buffers;
 mod encoder;
 mod bulk;
 mod stream;
+mod progress;
 mod trainer;
 
 use encoder::CoreBPE;
@@ -85,6 +87,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Trainer>()?;
     m.add_class::<CoreBPE>()?;
     m.add_class::<buffers::IdBuffer>()?;
+    m.add_class::<progress::Progress>()?;
     m.add_function(wrap_pyfunction!(bulk::encode_files, m)?)?;
     m.add_function(wrap_pyfunction!(bulk::write_ids, m)?)?;
     m.add_function(wrap_pyfunction!(stream::encode_to_fd, m)?)?;

@@ -5,38 +5,23 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use rustc_hash::FxHashMap;
 
 use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard, INTERRUPTED};
+use super::progress::bar;
 use crate::encode::Encoder;
 use crate::pieces;
 use crate::pretokenize::Splitter;
+use crate::progress::{Pace, Unit};
 use crate::train::{self, ChunkCounts};
 use crate::vocab::Rank;
 
 /// Texts are counted in groups of about this many bytes, with a check for
 /// Ctrl-C between groups.
 const GROUP_BYTES: usize = 8 << 20;
-
-/// A progress bar on stderr, or a hidden one when `show` is false. indicatif
-/// also hides it by itself when stderr is not a terminal.
-fn bar(show: bool, len: Option<u64>, template: &str, msg: &str) -> ProgressBar {
-    let pb = match len {
-        Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr()),
-        None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
-    };
-    if !show {
-        pb.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    pb.set_style(ProgressStyle::with_template(template).unwrap());
-    pb.set_message(msg.to_string());
-    pb.enable_steady_tick(Duration::from_millis(200));
-    pb
-}
 
 /// Accumulates chunk counts from texts and files, then learns merges.
 #[pyclass(module = "bpe._core")]
@@ -136,17 +121,12 @@ impl Trainer {
         py.allow_threads(|| {
             let _free = crate::ReturnFreedMemory::new();
             guard(|| {
-                let pb = bar(
-                    progress,
-                    Some(total),
-                    "{msg:>10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-                    "counting",
-                );
+                let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
                 let batch = train::count_files(splitter, &paths, |n| {
                     pb.inc(n);
                     check_interrupt()
                 })?;
-                pb.finish_and_clear();
+                pb.abandon(); // stays on screen, with the time it took
                 *counts = train::merge_counts(std::mem::take(counts), batch);
                 Ok(())
             })
@@ -196,12 +176,8 @@ impl Trainer {
         let learnt = std::thread::scope(|scope| -> PyResult<()> {
             let learner = scope.spawn(|| {
                 let _free = crate::ReturnFreedMemory::new();
-                let pb = bar(
-                    progress,
-                    Some(target.saturating_sub(256) as u64),
-                    "{msg:>10} [{bar:30}] {pos}/{len} merges {per_sec} eta {eta}",
-                    "merging",
-                );
+                let merges = target.saturating_sub(256) as u64;
+                let pb = bar("merging", Some(merges), Unit::Items("merges".into()), Pace::Speeding, progress);
                 let learnt = train::learn_merges_in_batches(
                     counts,
                     target,
@@ -211,7 +187,7 @@ impl Trainer {
                     || if stop.load(Ordering::Relaxed) { Err(INTERRUPTED.to_string()) } else { Ok(()) },
                 );
                 drop(send); // after the last batch: this thread's loop below ends
-                pb.finish_and_clear();
+                pb.abandon(); // as `feed_files`'s (short of the target if pairs ran out)
                 learnt
             });
             // Each wait ends at least every 50 ms to check for Ctrl-C (early
