@@ -95,15 +95,31 @@ def _special_lists(tok: Tokenizer, args) -> tuple[list[str], list[str]]:
     return sorted(allowed), sorted(tok._disallowed(allowed, policy["disallowed_special"]))
 
 
-def _stdout_fd() -> int:
-    sys.stdout.flush()
-    return sys.stdout.fileno()
+def _fd(stream) -> int | None:
+    """The file descriptor behind a standard stream, or None when an
+    in-process caller (a test, a notebook) replaced it by a Python object."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _write_output(path: str | None, force: bool, write) -> None:
     """Runs ``write(fd)`` into standard output, or into ``path`` atomically."""
     if path is None:
-        write(_stdout_fd())
+        sys.stdout.flush()
+        fd = _fd(sys.stdout)
+        if fd is not None:
+            write(fd)
+            return
+        with tempfile.TemporaryFile() as f:  # stdout is a Python object: write, then copy
+            write(f.fileno())
+            f.seek(0)
+            data = f.read()
+        if hasattr(sys.stdout, "buffer"):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data.decode("utf-8", "replace"))
         return
 
     def fill(f):
@@ -490,6 +506,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _StdinAsFile:
+    """The core reads standard input from descriptor 0. When an in-process
+    caller replaced ``sys.stdin`` by a Python object, what it holds is
+    written to a temporary file that stands for ``-``; messages name it
+    ``<stdin>``."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args, self.tmp = args, None
+
+    def __enter__(self):
+        files = list(getattr(self.args, "files", None) or []) + [getattr(self.args, "file", None)]
+        if STDIN not in files or _fd(sys.stdin) == 0:
+            return self
+        data = sys.stdin.read()
+        fd, self.tmp = tempfile.mkstemp(prefix="bpe-stdin-", suffix=".txt")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
+        if getattr(self.args, "files", None):
+            self.args.files = [self.tmp if p == STDIN else p for p in self.args.files]
+        if getattr(self.args, "file", None) == STDIN:
+            self.args.file = self.tmp
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if self.tmp:
+            os.unlink(self.tmp)
+            if isinstance(error, (ValueError, OSError)) and self.tmp in str(error):
+                raise UsageError(str(error).replace(self.tmp, "<stdin>")) from None
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -500,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
             command = command._subparsers._group_actions[0].choices[name]  # pragma: no cover
         command.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        args.func(args)
+        with _StdinAsFile(args):
+            args.func(args)
     except KeyboardInterrupt:
         print("bpe: interrupted", file=sys.stderr)
         return 130

@@ -398,10 +398,27 @@ def test_pipe_is_refused_not_half_read(tmp_path, tok):
     with pytest.raises(ValueError, match=r"fifo is not a regular file \(a pipe or a device\).*save the text"):
         Tokenizer.train(fifo, 300)
     tok.save(tmp_path / "t.bpe")
-    for args in (["train", fifo, "--vocab", "300", "-o", "o.bpe"], ["encode", "-t", "t.bpe", fifo],
-                 ["info", "-t", "t.bpe", fifo], ["encode", "-t", "t.bpe", fifo, "--out", "ds"]):
+    for args in (["train", fifo, "--vocab", "300", "-o", "o.bpe"], ["encode", "-t", "t.bpe", fifo, "--out", "ds"]):
         assert "is not a regular file" in one_error_line(cli(*args, cwd=tmp_path))
     assert not (tmp_path / "o.bpe").exists() and not (tmp_path / "ds").exists()
+
+
+def test_encode_and_info_read_a_pipe_once(tmp_path, tok):
+    """`bpe encode` and `bpe info` stream: a pipe (`<(zcat c.gz)`) is read
+    once, from its start, like stdin."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    tok.save(tmp_path / "t.bpe")
+    text = TEXT[:50_000]
+    for args, check in ((["encode", "-t", "t.bpe", fifo], lambda out: out.split() == list(map(str, tok.encode(text)))),
+                        (["info", "-t", "t.bpe", fifo], lambda out: f"{fifo}: {len(tok.encode(text)):,} tokens" in out)):
+        child = subprocess.Popen([sys.executable, "-m", "bpe", *map(str, args)], cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        with open(fifo, "w", encoding="utf-8") as w:  # opens once the child opens its end
+            w.write(text)
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+        assert check(out.decode()), out.decode()[-300:]
 
 
 def test_bad_id_is_named_with_its_position(tok, tmp_path):
@@ -413,7 +430,9 @@ def test_bad_id_is_named_with_its_position(tok, tmp_path):
     with pytest.raises(ValueError, match=rf"unknown token id {top + 1}: this vocabulary has ids 0\.\.{top}"):
         tok.decode([0, top + 1])
     tok.save(tmp_path / "t.bpe")
-    assert "ids[0] is -1" in one_error_line(cli("decode", "-t", "t.bpe", cwd=tmp_path, stdin="-1 5"))
+    # The CLI reads ids as a stream: it names the byte offset of the bad one.
+    line = one_error_line(cli("decode", "-t", "t.bpe", cwd=tmp_path, stdin="5 -1 5"))
+    assert f"<stdin>: byte offset 2 holds a negative number: token ids are 0..{top}" in line
 
 
 def test_file_with_windows_line_endings_loads_the_same(tok, tmp_path):
