@@ -9,7 +9,10 @@ policy only: defaults, the dtype, the separator, argument checks.
 
 from __future__ import annotations
 
+import numbers
+import operator
 import os
+import reprlib
 from typing import TYPE_CHECKING, Callable, Collection, Literal, Sequence, Union
 
 from bpe import _core
@@ -35,9 +38,35 @@ def _threads(num_threads: int | None) -> int:
     """The core's thread count: 0 is all cores."""
     if num_threads is None:
         return 0
-    if int(num_threads) < 1:
+    try:
+        threads = operator.index(num_threads)  # an int (numpy's too); not a float or a str
+    except TypeError:
+        threads = None
+    if threads is None or isinstance(num_threads, bool):
+        raise TypeError(f"num_threads must be an int (or None for all cores), not {num_threads!r}")
+    if threads < 1:
         raise ValueError(f"num_threads must be at least 1 (or None for all cores), got {num_threads}")
-    return int(num_threads)
+    return threads
+
+
+def _texts(texts, method: str, single: str) -> list:
+    """``texts`` as a list, or a ``TypeError`` for what is not a list of texts."""
+    if isinstance(texts, (str, bytes, bytearray)):
+        raise TypeError(f"{method} takes a list of str, not a {type(texts).__name__}; for one text use {single}()")
+    try:
+        it = iter(texts)
+    except TypeError:
+        raise TypeError(f"{method} takes a list of str, not {type(texts).__name__}") from None
+    return list(it)
+
+
+def _check_texts(texts: list) -> None:
+    """Names the first item of ``texts`` that is not a str, once the core
+    refused one (the binding's message names neither the item nor its index)."""
+    for k, t in enumerate(texts):
+        if not isinstance(t, str):
+            hint = " (decode it first)" if isinstance(t, (bytes, bytearray)) else ""
+            raise TypeError(f"texts[{k}] is {reprlib.repr(t)}, not a str{hint}")
 
 
 class BulkEncoding:
@@ -50,18 +79,23 @@ class BulkEncoding:
         np = _numpy("encoding to arrays")
         if dtype is None:
             return 2 if self.n_vocab <= 1 << 16 else 4
-        width = np.dtype(dtype).itemsize
-        if np.dtype(dtype).kind != "u" or width not in (2, 4):
-            raise ValueError(f"dtype must be uint16 or uint32, got {dtype}")
+        try:
+            kind, width = np.dtype(dtype).kind, np.dtype(dtype).itemsize
+        except TypeError:  # not a dtype at all ("bogus"): numpy's message names no argument
+            kind, width = None, 0
+        if kind != "u" or width not in (2, 4):
+            raise ValueError(f"dtype must be uint16 or uint32, got {dtype!r}")
         if width == 2 and self.n_vocab > 1 << 16:
             raise ValueError(f"dtype uint16 cannot hold the ids of {self.n_vocab} tokens; use uint32")
         return width
 
     def _separator(self, separator: int | str | None) -> int | None:
-        if separator is None or isinstance(separator, int):
+        if separator is None or isinstance(separator, int) and not isinstance(separator, bool):
             if separator is not None and not 0 <= separator < self.n_vocab:
                 raise ValueError(f"separator {separator} is not a token id of this vocabulary (0..{self.n_vocab - 1})")
             return separator
+        if not isinstance(separator, str):
+            raise TypeError(f"separator must be a token id (int), a special token (str) or None, not {separator!r}")
         if separator not in self.special_tokens:
             raise ValueError(
                 f"separator {separator!r} is not a special token of this tokenizer "
@@ -104,6 +138,18 @@ class BulkEncoding:
         """
         if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]
+        try:
+            it = iter(paths)
+        except TypeError:
+            raise TypeError(f"paths must be a path or a list of paths, not {type(paths).__name__}") from None
+        paths = list(it)
+        for k, p in enumerate(paths):
+            # The core takes str paths: a bytes path (or a PathLike giving
+            # one) would be refused by the binding, in its own words.
+            if not isinstance(p, (str, os.PathLike)) or not isinstance(os.fspath(p), str):
+                raise TypeError(f"paths[{k}] is {p!r}: give str or os.PathLike paths (os.fsdecode converts bytes)")
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be a function of the bytes done (or None), not {progress!r}")
         paths = [check_text_file(p) for p in paths]
         width = self._width(dtype)
         allowed = self._allowed(allowed_special)
@@ -126,9 +172,7 @@ class BulkEncoding:
         """:meth:`encode_batch` into one flat array: ``(ids, offsets)`` as
         :meth:`encode_files` returns them (text ``i`` is
         ``ids[offsets[i]:offsets[i + 1]]``). No Python int is made per token."""
-        if isinstance(texts, str):
-            raise TypeError("encode_batch_to_numpy takes a list of str; for one text use encode_to_numpy()")
-        texts = list(texts)
+        texts = _texts(texts, "encode_batch_to_numpy", "encode_to_numpy")
         width = self._width(dtype)
         allowed = self._allowed(allowed_special)
         disallowed = sorted(self._disallowed(allowed, disallowed_special))
@@ -137,6 +181,9 @@ class BulkEncoding:
             out = self._core.encode_batch_flat(texts, *args)
         except UnicodeEncodeError:
             out = self._core.encode_batch_flat([replace_surrogates(t) for t in texts], *args)
+        except TypeError:
+            _check_texts(texts)
+            raise
         if isinstance(out[0], int):
             k, found = out
             raise disallowed_error(found, f"texts[{k}]")
@@ -157,6 +204,8 @@ class BulkEncoding:
     def set_cache_size(self, mib: float) -> None:
         """Caps the chunk cache at ``mib`` MiB (default 64; 0 keeps nothing
         between calls), emptying it. The ids never depend on the cache."""
+        if isinstance(mib, bool) or not isinstance(mib, numbers.Real):
+            raise TypeError(f"the cache size must be a number of MiB (int or float), not {mib!r}")
         if not mib >= 0:
             raise ValueError(f"the cache size must be at least 0 MiB, got {mib}")
         self._core.set_cache_capacity(int(mib * (1 << 20)))

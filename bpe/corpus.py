@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 from typing import Iterable, Union
 
 from bpe import _core
@@ -66,6 +67,9 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool) -> Fed:
         raise TypeError("source must be text (str) or paths, not bytes; decode it first")
     if isinstance(source, os.PathLike):
         source = [source]
+    elif isinstance(source, Mapping) or not isinstance(source, Iterable):
+        # A dict is iterable, but training on its keys is never what was meant.
+        raise TypeError(f"source is {_kind(source)}: give a str, a path, or an iterable of texts/paths")
     batch: list[str] = []
     size = 0
     files: list[str] = []
@@ -82,13 +86,21 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool) -> Fed:
             files.append(check_text_file(item))
             fed.file_bytes += os.path.getsize(files[-1])
         else:
-            raise TypeError(f"source item {i} is a {type(item).__name__}; expected str (text) or a path")
+            raise TypeError(f"source item {i} is {_kind(item)}; expected str (text) or a path")
     fed.files = files
     if batch:
         feed_texts(trainer, batch)
     if files:
         trainer.feed_files(files, progress)
     return fed
+
+
+def _kind(value) -> str:
+    """'a dict', 'an int', 'None': what a value is, for a message."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
 
 
 def feed_texts(trainer: _core.Trainer, texts: list[str]) -> None:

@@ -9,7 +9,8 @@
     sha256 <hex digest of everything above>
 
 Also the ``.tiktoken`` rank lines (``BASE64-TOKEN RANK``), which the ranks
-section shares with tiktoken's files. Only text is handled here: the
+section shares with tiktoken's files. Only text is handled here, and reading
+a file's bytes (``read_file``, so that every failure names the file): the
 Tokenizer builds itself from what ``parse`` returns and checks the content.
 """
 
@@ -19,6 +20,7 @@ import base64
 import binascii
 import hashlib
 import json
+import os
 import re
 from typing import NamedTuple, Sequence
 
@@ -27,7 +29,61 @@ FILE_VERSION = 1
 
 
 class TokenizerFileError(ValueError):
-    """A tokenizer file is truncated, corrupted, or of an unknown format/version."""
+    """A tokenizer file is missing, unreadable, truncated, corrupted, or of an
+    unknown format/version."""
+
+
+# A file that cannot be read raises a TokenizerFileError that is also the
+# OSError open() raised, so code written for open's errors (`except
+# FileNotFoundError:` around a load, to train when there is no file yet) still
+# works, and `except TokenizerFileError` (or ValueError) catches every failure.
+class TokenizerFileNotFoundError(TokenizerFileError, FileNotFoundError):
+    """No file at that path."""
+
+
+class TokenizerFileIsADirectoryError(TokenizerFileError, IsADirectoryError):
+    """The path is a directory."""
+
+
+class TokenizerFilePermissionError(TokenizerFileError, PermissionError):
+    """The file may not be read."""
+
+
+class TokenizerFileOSError(TokenizerFileError, OSError):
+    """Any other failure to read the file."""
+
+
+def read_file(path, what: str = "tokenizer file", inside: str | None = None) -> tuple[bytes, str]:
+    """The bytes of the file at ``path``, and its name for messages. Any
+    failure to read it raises a ``TokenizerFileError`` in one line: the file,
+    what is wrong, how to fix it. ``what`` names the kind of file, and
+    ``inside`` the file that a directory given in its place usually holds."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"the path of the {what} must be a str or os.PathLike, not {type(path).__name__}")
+    name = os.fsdecode(path)
+    try:
+        with open(path, "rb") as f:
+            return f.read(), name
+    except OSError as e:
+        raise unreadable(e, name, what, inside) from None
+
+
+def unreadable(e: OSError, name: str, what: str, inside: str | None) -> TokenizerFileError:
+    if isinstance(e, FileNotFoundError):
+        where = "" if os.path.isabs(name) else f" (relative to the working directory {os.getcwd()})"
+        error: TokenizerFileError = TokenizerFileNotFoundError(f"{name}: no such file{where}; check the path")
+    elif isinstance(e, IsADirectoryError):
+        guess = os.path.join(name, inside) if inside else None
+        fix = f"did you mean {guess}?" if guess and os.path.isfile(guess) else "give the path of the file"
+        error = TokenizerFileIsADirectoryError(f"{name} is a directory, not a {what}; {fix}")
+    elif isinstance(e, PermissionError):
+        error = TokenizerFilePermissionError(f"{name}: permission denied; make the file readable (chmod u+r {name})")
+    else:
+        error = TokenizerFileOSError(f"{name}: cannot read the {what}: {e.strerror or e}")
+    # open()'s errno, for code that looks at it; no filename, which would
+    # make str(error) OSError's "[Errno 2] ..." instead of our message.
+    error.errno = e.errno
+    return error
 
 
 class Parsed(NamedTuple):

@@ -15,15 +15,20 @@ holds the class: its defaults and validation, calling on ``patterns``, ``vocab``
 
 from __future__ import annotations
 
+import codecs
+import gc
+import operator
 import os
+import reprlib
 import sys
 import warnings
+from collections.abc import Mapping
 from typing import Collection, Iterable, Literal, Sequence
 
 from bpe import _core, fileformat
-from bpe.bulk import BulkEncoding, _threads
+from bpe.bulk import BulkEncoding, _check_texts, _texts, _threads
 from bpe.corpus import Source, feed, replace_surrogates
-from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, parse_tiktoken_lines, tiktoken_lines
+from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, parse_tiktoken_lines, read_file, tiktoken_lines
 from bpe.files import PathLike, atomic_write_text
 from bpe.patterns import PATTERNS, pattern_name, pretokenize, resolve_pattern
 from bpe.specials import ENDOFTEXT, check_assigned, check_special_tokens, disallowed_error
@@ -59,7 +64,16 @@ class Tokenizer(BulkEncoding):
         from the ranks when something needs it (see :attr:`merges`).
         """
         self.pattern = resolve_pattern(pattern)
+        if not isinstance(merges, Iterable):
+            raise TypeError(f"merges must be a dict {{(left, right): new}} or a list of (left, right) pairs, "
+                            f"not {type(merges).__name__}")
+        if special_tokens is not None and not isinstance(special_tokens, Mapping):
+            raise TypeError(
+                f"special_tokens must be a dict {{text: id}} (or None), not {type(special_tokens).__name__}"
+            )
         if ranks is not None:
+            if not isinstance(ranks, Mapping):
+                raise TypeError(f"ranks must be a dict {{token bytes: rank}} (or None), not {type(ranks).__name__}")
             if merges:
                 raise ValueError("give merges or ranks, not both")
             self.vocab = vocab_from_ranks(ranks)
@@ -86,6 +100,24 @@ class Tokenizer(BulkEncoding):
             self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern)
         else:
             self._core = make_core(self.special_tokens)
+        self._false_decodes_to, self._true_decodes_to = self._bool_bytes()
+        self._special_texts = frozenset(self.special_tokens)  # for _special_set's quick check
+
+    def _bool_bytes(self) -> tuple[bytes | int, bytes | int]:
+        """What the core decodes False and True to: the bytes of ids 0 and 1
+        (see decode_bytes); one byte as its value, which ``in`` finds in
+        bytes several times faster than a bytes of length 1. An id that does
+        not exist cannot be decoded, so neither can the bool equal to it: the
+        other's bytes take its place."""
+        found: list[bytes | int] = []
+        for i in (0, 1):
+            try:
+                b = self._core.decode_bytes([i])
+            except ValueError:
+                continue
+            found.append(b[0] if len(b) == 1 else b)
+        found = found or [0]  # neither: no bool decodes, and any value will do
+        return found[0], found[-1]
 
     @property
     def merges(self) -> dict[tuple[int, int], int]:
@@ -134,6 +166,10 @@ class Tokenizer(BulkEncoding):
         ``progress``: show progress bars on stderr (default: when it is a terminal).
         """
         pattern = resolve_pattern(pattern)
+        if not isinstance(special_tokens, Iterable):
+            raise TypeError(
+                f"special_tokens must be a collection of str (() for none), not {type(special_tokens).__name__}"
+            )
         specials = check_special_tokens(special_tokens)
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
             raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
@@ -150,6 +186,11 @@ class Tokenizer(BulkEncoding):
             )
         if progress is None:
             progress = sys.stderr.isatty()
+        elif not isinstance(progress, bool):
+            # Checked here: the core would refuse it only once the corpus is read.
+            if type(progress).__module__ != "numpy" or type(progress).__name__ not in ("bool", "bool_"):
+                raise TypeError(f"progress must be True, False or None, not {progress!r}")
+            progress = bool(progress)  # numpy's bool, which the core takes too
 
         trainer = _core.Trainer(pattern)
         fed = feed(trainer, source, progress)
@@ -209,6 +250,9 @@ class Tokenizer(BulkEncoding):
             return self._core.encode_ordinary(text)
         except UnicodeEncodeError:
             return self._core.encode_ordinary(replace_surrogates(text))
+        except TypeError:
+            _check_text(text)  # names the argument, not the binding's conversion
+            raise
 
     def encode(
         self,
@@ -236,18 +280,23 @@ class Tokenizer(BulkEncoding):
         ``num_threads`` (default 1; None: all cores) shares a large text
         (megabytes) out to threads, cut at points that change no id.
         """
-        if num_threads != 1:
+        if num_threads != 1:  # (1.0 and True equal 1 too: one thread, as asked)
             return self._encode_parallel(text, allowed_special, disallowed_special, num_threads, None)
         if disallowed_special == "all" and not allowed_special:
             # The default policy, in one call into Rust: short strings are
             # where per-call overhead shows, and most calls use the default.
+            # (So text is checked only when the core refuses it.)
             try:
                 ids = self._core.encode_unless_special(text)
             except UnicodeEncodeError:
                 ids = self._core.encode_unless_special(replace_surrogates(text))
+            except TypeError:
+                _check_text(text)
+                raise
             if type(ids) is str:
                 raise disallowed_error(ids)
             return ids
+        _check_text(text)
         allowed = self._allowed(allowed_special)
         self._check_disallowed(text, allowed, disallowed_special)
         try:
@@ -277,6 +326,7 @@ class Tokenizer(BulkEncoding):
         if num_threads != 1:
             return np.frombuffer(self._encode_parallel(text, allowed_special, disallowed_special, num_threads, 4),
                                  dtype="<u4")
+        _check_text(text)
         allowed = self._allowed(allowed_special)
         self._check_disallowed(text, allowed, disallowed_special)
         try:
@@ -296,19 +346,18 @@ class Tokenizer(BulkEncoding):
     ) -> list[list[int]]:
         """Encodes many texts in parallel (``num_threads``: default all cores).
         The lists are untracked by the cyclic garbage collector (see ``encode``)."""
-        if isinstance(texts, str):
-            raise TypeError("encode_batch takes a list of str; for one text use encode()")
-        texts = list(texts)
+        texts = _texts(texts, "encode_batch", "encode")
         allowed = self._allowed(allowed_special)
         disallowed = sorted(self._disallowed(allowed, disallowed_special))
-        threads = 0 if num_threads is None else int(num_threads)
-        if threads < 0:
-            raise ValueError("num_threads must be positive (or None for all cores)")
+        threads = _threads(num_threads)
         try:
             out = self._core.encode_batch(texts, list(allowed), disallowed, threads)
         except UnicodeEncodeError:
             texts = [replace_surrogates(t) for t in texts]
             out = self._core.encode_batch(texts, list(allowed), disallowed, threads)
+        except TypeError:
+            _check_texts(texts)
+            raise
         if type(out) is tuple:
             k, found = out
             raise disallowed_error(found, f"texts[{k}]")
@@ -316,6 +365,7 @@ class Tokenizer(BulkEncoding):
 
     def _encode_parallel(self, text, allowed_special, disallowed_special, num_threads, width):
         threads = _threads(num_threads)
+        _check_text(text)
         allowed = self._allowed(allowed_special)
         self._check_disallowed(text, allowed, disallowed_special)
         try:
@@ -326,12 +376,29 @@ class Tokenizer(BulkEncoding):
     def _allowed(self, allowed_special) -> set[str]:
         if allowed_special == "all":
             return set(self.special_tokens)
-        return set(allowed_special)
+        return self._special_set(allowed_special, "allowed_special")
 
     def _disallowed(self, allowed: set[str], disallowed_special) -> set[str]:
         if disallowed_special == "all":
             return set(self.special_tokens) - allowed
-        return set(disallowed_special)
+        return self._special_set(disallowed_special, "disallowed_special")
+
+    def _special_set(self, value, name: str) -> set[str]:
+        """``allowed_special``/``disallowed_special`` (other than "all") as a set."""
+        if isinstance(value, str) and value:
+            # set("<|endoftext|>") would be a set of its characters.
+            raise TypeError(f"{name} must be 'all' or a collection of special tokens, not the str {value!r}; "
+                            f"for one token write {{{value!r}}}")
+        try:
+            chosen = set(value)
+        except TypeError:  # not iterable, or an item is not hashable
+            chosen = None
+        # Usually every item is one of our special tokens, so a str: one set
+        # comparison tells, where looking at each item would cost more.
+        if chosen is None or not (chosen <= self._special_texts or all(isinstance(s, str) for s in chosen)):
+            raise TypeError(f"{name} must be 'all' or a collection of special tokens (str), "
+                            f"not {reprlib.repr(value)}")
+        return chosen
 
     def _check_disallowed(self, text: str, allowed: set[str], disallowed_special) -> None:
         disallowed = self._disallowed(allowed, disallowed_special)
@@ -347,29 +414,57 @@ class Tokenizer(BulkEncoding):
     # -- decoding -----------------------------------------------------------
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The bytes of a token sequence (may end mid-character)."""
-        ids = ids if isinstance(ids, list) else list(ids)
+        """The bytes of a token sequence (may end mid-character). An id that
+        is not an int (a bool included) raises ``TypeError``, one out of
+        range ``ValueError``, each naming the first such id and its index."""
+        if not isinstance(ids, list):
+            ids = _ids_list(ids)
         try:
-            return self._core.decode_bytes(ids)
+            out = self._core.decode_bytes(ids)
         except (OverflowError, TypeError) as e:
             # The slow path, only on error: name the first bad id and where it is.
-            for k, i in enumerate(ids):
-                if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < 2**32:
-                    e = f"ids[{k}] is {i!r}"
-                    break
-            raise ValueError(f"token ids must be ints in 0..{self.n_vocab - 1}: {e}") from None
+            raise self._bad_id(ids, e) from None
+        # The core reads a bool as the int it equals (True is 1), so a bool
+        # decodes as id 1 or 0. Looking at the type of every item costs a pass
+        # over the list, more than decoding it, so it is done only when a bool
+        # may be there: when the bytes of id 0 or 1 are in the result (for a
+        # vocabulary trained here bytes 0x00 and 0x01, which text hardly holds;
+        # tiktoken's are "!" and '"', which it often does), and the list is not
+        # one that encode returned: those are untracked by the garbage
+        # collector (see encode), unlike any list Python makes, and hold only
+        # the core's ints (unless one was changed since).
+        if (self._false_decodes_to in out or self._true_decodes_to in out) and gc.is_tracked(ids):
+            if bool in set(map(type, ids)):
+                raise self._bad_id(ids, None)
+        return out
+
+    def _bad_id(self, ids: list, error: Exception | None) -> Exception:
+        """The error for the first item of ``ids`` that is not a token id."""
+        top = self.n_vocab - 1
+        for k, i in enumerate(ids):
+            if isinstance(i, bool) or not _is_int(i):
+                return TypeError(f"token ids must be ints in 0..{top}: ids[{k}] is {i!r}, not an int")
+            if not 0 <= i < 2**32:
+                return ValueError(f"token ids must be ints in 0..{top}: ids[{k}] is {i!r}")
+        return ValueError(f"token ids must be ints in 0..{top}: {error}")  # pragma: no cover - not seen
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Decodes ids to text; ``errors`` is as for ``bytes.decode`` (default
         ``"replace"``: a sequence cut mid-character still decodes)."""
+        if errors != "replace":
+            _check_errors(errors)
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
 
     def token_bytes(self, id: int) -> bytes:
         """The bytes of one token."""
+        if type(id) is bool:  # the core would take it as 0 or 1
+            raise TypeError(f"token id must be an int in 0..{self.n_vocab - 1}, not {id!r}")
         try:
             return self._core.token_bytes(id)
-        except (OverflowError, TypeError) as e:
-            raise ValueError(f"token id must be an int in 0..{self.n_vocab - 1}: {e}") from None
+        except TypeError:
+            raise TypeError(f"token id must be an int in 0..{self.n_vocab - 1}, not {id!r}") from None
+        except OverflowError:
+            raise ValueError(f"token id must be an int in 0..{self.n_vocab - 1}, not {id!r}") from None
 
     # -- files --------------------------------------------------------------
 
@@ -391,10 +486,8 @@ class Tokenizer(BulkEncoding):
     def load(cls, path: PathLike) -> "Tokenizer":
         """Reads a file written by :meth:`save`. A missing, truncated,
         corrupted or wrong-version file raises an error naming the file."""
-        path = os.fspath(path)
-        with open(path, "rb") as f:
-            raw = f.read()
-        return cls._parse(raw, path)
+        raw, name = read_file(path)
+        return cls._parse(raw, name)
 
     @classmethod
     def _parse(cls, raw: bytes, name: str) -> "Tokenizer":
@@ -445,14 +538,16 @@ class Tokenizer(BulkEncoding):
         if isinstance(src, os.PathLike) or (
             isinstance(src, str) and (os.sep in src or src.endswith(".tiktoken") or os.path.isfile(src))
         ):
-            path = os.fspath(src)
             if pattern is None:
                 raise ValueError(
-                    f"{path} holds only token ranks; pass pattern= too "
+                    f"{os.fsdecode(src)} holds only token ranks; pass pattern= too "
                     f"(e.g. pattern='gpt4' for cl100k_base, 'gpt4o' for o200k_base, 'gpt2' for r50k_base)"
                 )
-            with open(path, "rb") as f:
-                ranks = parse_tiktoken_lines(f.read().splitlines(), name=path)
+            raw, name = read_file(src, ".tiktoken rank file")
+            try:
+                ranks = parse_tiktoken_lines(raw.splitlines(), name=name)
+            except ValueError as e:  # the message names the file and line
+                raise TokenizerFileError(str(e)) from None
             return cls(pattern=pattern, special_tokens=special_tokens or {}, ranks=ranks)
         if isinstance(src, str):
             tiktoken = _import_tiktoken()
@@ -497,10 +592,14 @@ class Tokenizer(BulkEncoding):
         reproduce exactly: normalizers, other pre-tokenizers, non-BPE models."""
         from bpe import huggingface
 
-        path = os.fspath(path)
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        ranks, pattern, specials = huggingface.from_json(text, path)
+        raw, name = read_file(path, "tokenizer.json", inside="tokenizer.json")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TokenizerFileError(
+                f"{name} is not a tokenizer.json: it is not UTF-8 text (byte offset {e.start})"
+            ) from None
+        ranks, pattern, specials = huggingface.from_json(text, name)
         return cls(pattern=pattern, special_tokens=specials, ranks=ranks)
 
     def save_tiktoken(self, path: PathLike) -> None:
@@ -510,6 +609,54 @@ class Tokenizer(BulkEncoding):
         atomic_write_text(path, "".join(line + "\n" for line in tiktoken_lines(self.vocab)))
 
     __hash__ = None  # mutable state
+
+
+def _check_text(text) -> None:
+    """A ``TypeError`` naming the argument for anything but a str (checked
+    before the core, or on the default path after it refused the text)."""
+    if not isinstance(text, str):
+        hint = "; decode it first (e.g. text.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"text must be a str, not {type(text).__name__}{hint}")
+
+
+def _ids_list(ids) -> list:
+    """Token ids given as another iterable (a tuple, an array), as a list."""
+    if isinstance(ids, str):
+        raise TypeError("ids must be token ids (ints), not a str; to encode text, use encode()")
+    try:
+        it = iter(ids)
+    except TypeError:
+        raise TypeError(f"ids must be a list of token ids (ints), not {type(ids).__name__}") from None
+    return list(it)
+
+
+def _is_int(i) -> bool:
+    """An int, or an int of another kind (numpy's), as the core takes it."""
+    try:
+        operator.index(i)
+    except TypeError:
+        return False
+    return True
+
+
+#: The ``errors`` handlers that apply to decoding (``bytes.decode``).
+DECODE_ERRORS = ("replace", "strict", "ignore", "backslashreplace", "surrogateescape", "surrogatepass")
+
+
+def _check_errors(errors) -> None:
+    """Checks ``decode``'s ``errors`` up front: ``bytes.decode`` looks it up
+    only when it meets a bad byte, so a typo would pass every test on clean text."""
+    if not isinstance(errors, str):
+        raise TypeError(f"errors must be a str (one of {', '.join(DECODE_ERRORS)}), not {type(errors).__name__}")
+    try:
+        codecs.lookup_error(errors)
+    except LookupError:
+        raise ValueError(
+            f"errors={errors!r} is not an error handler; use one of {', '.join(DECODE_ERRORS)} "
+            f"(or a name given to codecs.register_error)"
+        ) from None
+    if errors in ("xmlcharrefreplace", "namereplace"):
+        raise ValueError(f"errors={errors!r} is for encoding text, not decoding; use one of {', '.join(DECODE_ERRORS)}")
 
 
 def _from_ranks(ranks, pattern, special_tokens) -> Tokenizer:
