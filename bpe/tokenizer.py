@@ -16,7 +16,6 @@ holds the class: its defaults and validation, calling on ``patterns``, ``vocab``
 from __future__ import annotations
 
 import codecs
-import gc
 import operator
 import os
 import reprlib
@@ -100,24 +99,7 @@ class Tokenizer(BulkEncoding):
             self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern)
         else:
             self._core = make_core(self.special_tokens)
-        self._false_decodes_to, self._true_decodes_to = self._bool_bytes()
         self._special_texts = frozenset(self.special_tokens)  # for _special_set's quick check
-
-    def _bool_bytes(self) -> tuple[bytes | int, bytes | int]:
-        """What the core decodes False and True to: the bytes of ids 0 and 1
-        (see decode_bytes); one byte as its value, which ``in`` finds in
-        bytes several times faster than a bytes of length 1. An id that does
-        not exist cannot be decoded, so neither can the bool equal to it: the
-        other's bytes take its place."""
-        found: list[bytes | int] = []
-        for i in (0, 1):
-            try:
-                b = self._core.decode_bytes([i])
-            except ValueError:
-                continue
-            found.append(b[0] if len(b) == 1 else b)
-        found = found or [0]  # neither: no bool decodes, and any value will do
-        return found[0], found[-1]
 
     @property
     def merges(self) -> dict[tuple[int, int], int]:
@@ -424,21 +406,10 @@ class Tokenizer(BulkEncoding):
         except (OverflowError, TypeError) as e:
             # The slow path, only on error: name the first bad id and where it is.
             raise self._bad_id(ids, e) from None
-        # The core reads a bool as the int it equals (True is 1), so a bool
-        # decodes as id 1 or 0. Looking at the type of every item costs a pass
-        # over the list, more than decoding it, so it is done only when a bool
-        # may be there: when the bytes of id 0 or 1 are in the result (for a
-        # vocabulary trained here bytes 0x00 and 0x01, which text hardly holds;
-        # tiktoken's are "!" and '"', which it often does), and the list is not
-        # one that encode returned: those are untracked by the garbage
-        # collector (see encode), unlike any list Python makes, and hold only
-        # the core's ints (unless one was changed since).
-        if (self._false_decodes_to in out or self._true_decodes_to in out) and gc.is_tracked(ids):
-            if bool in set(map(type, ids)):
-                raise self._bad_id(ids, None)
+        # (A bool is refused by the core: rust/py/lists.rs, ids_of.)
         return out
 
-    def _bad_id(self, ids: list, error: Exception | None) -> Exception:
+    def _bad_id(self, ids: list, error: Exception) -> Exception:
         """The error for the first item of ``ids`` that is not a token id."""
         top = self.n_vocab - 1
         for k, i in enumerate(ids):

@@ -138,7 +138,8 @@ pub(super) fn bytearray_of_width<'py, T: Copy + Into<u64>>(
 /// iterates it (a new reference, so a reference-count write, per item,
 /// which cost more than the look-ups: docs/performance.md, "Reading ids").
 /// Anything else goes through the generic path. Errors are pyo3's (OverflowError for a
-/// negative or too large int, TypeError for a non-int); Python names the id.
+/// negative or too large int, TypeError for a non-int, and for a bool here);
+/// Python names the id.
 pub(super) fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
     let Ok(list) = ids.downcast::<PyList>() else { return ids.extract() };
     let n = list.len();
@@ -150,6 +151,11 @@ pub(super) fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
         let item = unsafe { pyo3::ffi::PyList_GetItem(list.as_ptr(), i as pyo3::ffi::Py_ssize_t) };
         if item.is_null() {
             return Err(PyErr::fetch(ids.py()));
+        }
+        // A bool is an int to Python (True == 1) but never a token id: one
+        // type compare per item, which is free next to the look-up.
+        if unsafe { pyo3::ffi::PyBool_Check(item) } != 0 {
+            return Err(pyo3::exceptions::PyTypeError::new_err("a bool is not a token id"));
         }
         // PyLong_AsLong (not AsUnsignedLong) accepts what `__index__` accepts
         // (numpy ints), as the generic path does.
