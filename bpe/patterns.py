@@ -57,4 +57,6 @@ def _pretokenizer(pattern: str) -> _core.Pretokenizer:
 def pretokenize(text: str, pattern: str = "gpt4") -> list[str]:
     """Splits ``text`` into the chunks BPE works inside: the same list as
     ``regex.findall(pattern, text)``, computed in Rust."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, not {type(text).__name__}" + ("; decode it first" if isinstance(text, (bytes, bytearray)) else ""))
     return _pretokenizer(resolve_pattern(pattern)).findall(text)

@@ -439,10 +439,13 @@ class Tokenizer(BulkEncoding):
 
     # -- files --------------------------------------------------------------
 
-    def save(self, path: PathLike) -> None:
+    def save(self, path: PathLike, *, force: bool = False) -> None:
         """Writes the tokenizer to one text file (format in README.md),
-        atomically: a crash mid-save leaves the old file, never a partial one."""
-        atomic_write_text(path, self._dumps())
+        atomically: a crash mid-save leaves the old file, never a partial one.
+        A read-only file there is replaced only with ``force`` (bpe/files.py)."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or a path, not {type(path).__name__}")
+        atomic_write_text(path, self._dumps(), force=force)
 
     def _dumps(self) -> str:
         """The text of the file :meth:`save` writes."""

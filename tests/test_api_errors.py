@@ -303,3 +303,20 @@ def test_import_inside_a_clone_without_an_installed_core_says_what_to_do(tmp_pat
     assert run.returncode == 0 and len(run.stdout.splitlines()) == 1, run
     assert f"bpe's compiled Rust core is missing from {clone / 'bpe'}" in run.stdout
     assert "run `pip install -e .` here, or run Python from another directory" in run.stdout
+
+
+def test_pretokenize_and_save_wrong_types_name_the_argument(tmp_path):
+    import bpe
+
+    with pytest.raises(TypeError, match="text must be a str, not bytes; decode it first"):
+        bpe.pretokenize(b"abc")
+    tok = bpe.Tokenizer.train("hello world " * 50, 260, progress=False)
+    with pytest.raises(TypeError, match="path must be a str or a path, not int"):
+        tok.save(3)
+    target = tmp_path / "ro.bpe"
+    tok.save(target)
+    target.chmod(0o444)
+    with pytest.raises(PermissionError, match="read-only"):
+        tok.save(target)
+    tok.save(target, force=True)
+    assert bpe.Tokenizer.load(target) == tok
