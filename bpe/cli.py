@@ -162,10 +162,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     check_output_file(args.output, force=args.force)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
-    with _spooled(files) as paths, warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tok = Tokenizer.train(
-            [Path(f) for f in paths],
+            [Path(f) for f in files],
             args.vocab,
             pattern=args.pattern,
             special_tokens=specials,
@@ -178,30 +178,6 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(f"wrote {args.output}: {tok.n_vocab} tokens ({len(tok.merges)} merges, "
               f"{len(tok.special_tokens)} special), pattern {pattern_name(tok.pattern) or 'custom'}",
               file=sys.stderr)
-
-
-class _spooled:
-    """The paths, with standard input first copied to a temporary file:
-    training reads its files with size checks that a pipe cannot answer."""
-
-    def __init__(self, paths: list[str]):
-        self.paths, self.tmp = paths, None
-
-    def __enter__(self) -> list[str]:
-        if STDIN not in self.paths:
-            return self.paths
-        fd, self.tmp = tempfile.mkstemp(prefix="bpe-stdin-", suffix=".txt")
-        with os.fdopen(fd, "wb") as f:
-            shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
-        return [self.tmp if p == STDIN else p for p in self.paths]
-
-    def __exit__(self, kind, error, tb):
-        if self.tmp:
-            os.unlink(self.tmp)
-            if isinstance(error, (ValueError, OSError)) and self.tmp in str(error):
-                # Errors name what the user gave, never our temporary file.
-                raise UsageError(str(error).replace(self.tmp, "<stdin>")) from None
-        return False
 
 
 # -- encode -----------------------------------------------------------------------
@@ -507,22 +483,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _StdinAsFile:
-    """The core reads standard input from descriptor 0. When an in-process
-    caller replaced ``sys.stdin`` by a Python object, what it holds is
-    written to a temporary file that stands for ``-``; messages name it
-    ``<stdin>``."""
+    """Standard input copied to a temporary file that stands for ``-``, where
+    a file is needed: for ``train`` (which sizes and checks its files before
+    reading them), and for any command when an in-process caller (a test, a
+    notebook) replaced ``sys.stdin`` by a Python object (the core reads
+    descriptor 0). Messages name it ``<stdin>``, never the temporary file."""
 
     def __init__(self, args: argparse.Namespace):
         self.args, self.tmp = args, None
 
     def __enter__(self):
         files = list(getattr(self.args, "files", None) or []) + [getattr(self.args, "file", None)]
-        if STDIN not in files or _fd(sys.stdin) == 0:
+        if STDIN not in files or (_fd(sys.stdin) == 0 and self.args.func is not cmd_train):
             return self
-        data = sys.stdin.read()
         fd, self.tmp = tempfile.mkstemp(prefix="bpe-stdin-", suffix=".txt")
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
+            if hasattr(sys.stdin, "buffer"):
+                shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+            else:
+                data = sys.stdin.read()
+                f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
         if getattr(self.args, "files", None):
             self.args.files = [self.tmp if p == STDIN else p for p in self.args.files]
         if getattr(self.args, "file", None) == STDIN:
