@@ -30,6 +30,11 @@ from pathlib import Path
 
 from bpe import gpt_cli
 from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file, check_text_file
+
+
+class CommandLineError(UsageError):
+    """Arguments that contradict each other or do not go together: shown as
+    argparse shows its own errors, under the command, with exit status 2."""
 from bpe.patterns import PATTERNS, pattern_name
 from bpe.tokenizer import Tokenizer
 
@@ -66,7 +71,7 @@ def _inputs(files: list[str], *, streams: bool = True) -> list[str]:
     ``<(zcat c.gz)`` is read once, like stdin (the core checks it for NUL
     bytes as it reads), else it is refused by ``check_text_file``."""
     if files.count(STDIN) > 1:
-        raise UsageError("- (standard input) can be read only once; give it once")
+        raise CommandLineError("- (standard input) can be read only once; give it once")
     return [f if f == STDIN or (streams and _is_stream(f)) else check_text_file(f) for f in files]
 
 
@@ -157,7 +162,7 @@ def _total_bytes(paths: list[str]) -> int | None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
-        raise UsageError("--special and --no-special contradict each other; give one")
+        raise CommandLineError("--special and --no-special contradict each other; give one")
     files = _inputs(args.files, streams=False)
     check_output_file(args.output, force=args.force)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
@@ -196,17 +201,17 @@ def cmd_encode(args: argparse.Namespace) -> None:
 
     fmt = _encode_format(args)
     if args.text is not None and args.files:
-        raise UsageError("give FILEs or --text, not both")
+        raise CommandLineError("give FILEs or --text, not both")
     if args.text is None and not args.files:
-        raise UsageError("give FILEs to encode (- for standard input), or --text")
+        raise CommandLineError("give FILEs to encode (- for standard input), or --text")
     if fmt == "dataset":
         if args.output is None:
-            raise UsageError("--format dataset writes a directory: give -o DIR")
+            raise CommandLineError("--format dataset writes a directory: give -o DIR")
         return _encode_dataset(args)
     if args.val_fraction is not None:
-        raise UsageError("--val-fraction splits a dataset; it needs -o DIR (and no --format)")
+        raise CommandLineError("--val-fraction splits a dataset; it needs -o DIR (and no --format)")
     if fmt == "numpy" and args.output is None and not _seekable(sys.stdout):
-        raise UsageError("--format numpy needs a file to write (its header is completed at the end): give -o FILE.npy")
+        raise CommandLineError("--format numpy needs a file to write (its header is completed at the end): give -o FILE.npy")
     tok = _load(args.tokenizer)
     if args.output is not None:
         check_output_file(args.output, force=args.force)
@@ -262,7 +267,7 @@ def _encode_dataset(args) -> None:
     from bpe.data import write_dataset
 
     if args.text is not None or STDIN in args.files:
-        raise UsageError("a dataset is made from files (each split by its size): save standard input or --text to a file first")
+        raise CommandLineError("a dataset is made from files (each split by its size): save standard input or --text to a file first")
     if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
         raise UsageError(f"--val-fraction must be at least 0 and below 1, got {args.val_fraction}")
     files = _inputs(args.files, streams=False)
@@ -517,18 +522,24 @@ class _StdinAsFile:
         return False
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command that was given (`bpe encode`, `bpe gpt
+    train`), so that its errors show under its name, not the top level's."""
+    command = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+    sub = getattr(args, "gpt_command", None)
+    return command._subparsers._group_actions[0].choices[sub] if sub else command  # noqa: SLF001
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
-        # Shown under the command's usage, not the top-level one.
-        command = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
-        for name in getattr(args, "subcommand_path", []):
-            command = command._subparsers._group_actions[0].choices[name]  # pragma: no cover
-        command.error(f"unrecognized arguments: {' '.join(extra)}")
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         with _StdinAsFile(args):
             args.func(args)
+    except CommandLineError as e:
+        _command_parser(parser, args).error(str(e))
     except KeyboardInterrupt:
         print("bpe: interrupted", file=sys.stderr)
         return 130

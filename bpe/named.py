@@ -78,7 +78,7 @@ def _by_name(name: str) -> Tokenizer:
         import tiktoken
     except ImportError:
         raise TokenizerFileError(
-            f"loading {name} by name needs tiktoken: pip install tiktoken (or give its .tiktoken file)"
+            f"loading {name} by name needs tiktoken: pip install 'bpe[tiktoken]' (or give its .tiktoken file)"
         ) from None
     try:
         return Tokenizer.from_tiktoken(tiktoken.get_encoding(name))

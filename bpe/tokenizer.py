@@ -641,7 +641,7 @@ def _import_tiktoken():
     try:
         import tiktoken
     except ImportError:
-        raise ImportError("this needs the tiktoken package: pip install tiktoken") from None
+        raise ImportError("this needs the tiktoken package: pip install 'bpe[tiktoken]'") from None
     return tiktoken
 
 

@@ -489,7 +489,7 @@ BAD_INPUT = {
     ),
     "encode-no-tokenizer": (["encode", "{corpus}", "--out", "{out}"], ["-t"], True),
     "encode-out-is-a-file": (["encode", "-t", "{tok}", "{corpus}", "--out", "{empty}"], ["{empty}", "directory"]),
-    "encode-val-fraction-without-out": (["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "0.2"], ["-o DIR"]),
+    "encode-val-fraction-without-out": (["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "0.2"], ["-o DIR"], True),
     "encode-val-fraction-too-large": (
         ["encode", "-t", "{tok}", "{corpus}", "--val-fraction", "1", "--out", "{out}"],
         ["--val-fraction"],
@@ -759,9 +759,10 @@ def test_stdin_and_text_everywhere(tmp_path, tok_path, tok, corpus):
     # Errors in what came on stdin name <stdin>, never a temporary file.
     error = assert_clean_failure(run("train", "-", "--vocab", "300", "-o", out, cwd=tmp_path, stdin="a\0b"))
     assert "<stdin>" in error and "tmp" not in error
-    error = assert_clean_failure(run("encode", "-t", tok_path, "-", "-", cwd=tmp_path, stdin="x"))
+    # Arguments that do not go together are usage errors (exit status 2).
+    error = assert_clean_failure(run("encode", "-t", tok_path, "-", "-", cwd=tmp_path, stdin="x"), usage=True)
     assert "once" in error
-    usage = assert_clean_failure(run("encode", "-t", tok_path, "--text", "x", corpus, cwd=tmp_path))
+    usage = assert_clean_failure(run("encode", "-t", tok_path, "--text", "x", corpus, cwd=tmp_path), usage=True)
     assert "not both" in usage
 
 
@@ -810,8 +811,8 @@ def test_usage_errors_are_one_line_under_the_command(args, command, fragment, wo
 
 def test_special_and_no_special_contradict(tmp_path, corpus):
     line = assert_clean_failure(run("train", corpus, "--vocab", "300", "--special", "<|x|>", "--no-special",
-                                    "-o", tmp_path / "t.bpe", cwd=tmp_path))
-    assert "--special" in line and "--no-special" in line
+                                    "-o", tmp_path / "t.bpe", cwd=tmp_path), usage=True)
+    assert line.startswith("bpe train: error: ") and "--special" in line and "--no-special" in line
     assert not (tmp_path / "t.bpe").exists()
 
 
