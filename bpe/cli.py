@@ -29,13 +29,15 @@ from decimal import Decimal
 from pathlib import Path
 
 from bpe import gpt_cli
-from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file, check_text_file
+from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file
 
 
 class CommandLineError(UsageError):
     """Arguments that contradict each other or do not go together: shown as
     argparse shows its own errors, under the command, with exit status 2."""
+from bpe import sources
 from bpe.patterns import PATTERNS, pattern_name
+from bpe.sources import SourceOptions
 from bpe.tokenizer import Tokenizer
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "ki": 1024, "mi": 1024**2}
@@ -65,14 +67,27 @@ def _load(spec: str) -> Tokenizer:
     return load_tokenizer(spec)
 
 
-def _inputs(files: list[str], *, streams: bool = True) -> list[str]:
-    """Checks the input files up front (so a bad one fails before any output).
-    ``-`` is stdin (at most once); with ``streams``, a pipe such as
-    ``<(zcat c.gz)`` is read once, like stdin (the core checks it for NUL
-    bytes as it reads), else it is refused by ``check_text_file``."""
+def _inputs(files: list[str], options: SourceOptions | None = None, *, streams: bool = True) -> list[str]:
+    """The input files, directories and globs expanded (``bpe/sources.py``),
+    checked up front (so a bad one fails before any output). ``-`` is stdin
+    (at most once); with ``streams``, a pipe such as ``<(zcat c.gz)`` is
+    read once, like stdin (the core checks it for NUL bytes as it reads),
+    else it is refused by ``check_text_file``."""
     if files.count(STDIN) > 1:
         raise CommandLineError("- (standard input) can be read only once; give it once")
-    return [f if f == STDIN or (streams and _is_stream(f)) else check_text_file(f) for f in files]
+    options = options or SourceOptions()
+    return [f if f == STDIN or (streams and _is_stream(f)) else sources.check(f, options)
+            for f in sources.expand(files)]
+
+
+def _source_options(args) -> SourceOptions:
+    return SourceOptions(text_field=args.text_field, skip_bad=args.skip_bad, input_format=args.input_format)
+
+
+def _report_skipped(skipped: dict[str, int]) -> None:
+    message = sources.skipped_message(skipped)
+    if message:
+        print(f"bpe: warning: {message}", file=sys.stderr)
 
 
 def _is_stream(path: str) -> bool:
@@ -163,7 +178,8 @@ def _total_bytes(paths: list[str]) -> int | None:
 def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
         raise CommandLineError("--special and --no-special contradict each other; give one")
-    files = _inputs(args.files, streams=False)
+    options = _source_options(args)
+    files = _inputs(args.files, options, streams=False)
     check_output_file(args.output, force=args.force)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
@@ -175,6 +191,8 @@ def cmd_train(args: argparse.Namespace) -> None:
             pattern=args.pattern,
             special_tokens=specials,
             progress=progress,
+            text_field=options.text_field,
+            skip_bad=options.skip_bad,
         )
     for w in caught:  # one line each, not Python's file:line: UserWarning form
         print(f"bpe: warning: {w.message}", file=sys.stderr)
@@ -217,15 +235,19 @@ def cmd_encode(args: argparse.Namespace) -> None:
         check_output_file(args.output, force=args.force)
     if args.text is not None:
         return _encode_text(tok, args, fmt)
-    paths = _inputs(args.files)
+    options = _source_options(args)
+    paths = _inputs(args.files, options)
     allowed, disallowed = _special_lists(tok, args)
+    done = []
 
     def write(fd: int) -> None:
         with _Bar("encoding", _total_bytes(paths), args.quiet) as progress:
-            streams.encode_to_fd(tok, paths, fd, fmt, allowed_special=allowed, disallowed_special=disallowed,
-                                 num_threads=args.threads, progress=progress)
+            done.append(streams.encode_to_fd(tok, paths, fd, fmt, options=options, allowed_special=allowed,
+                                             disallowed_special=disallowed, num_threads=args.threads,
+                                             progress=progress))
 
     _write_output(args.output, args.force, write)
+    _report_skipped(done[0].skipped)
 
 
 def _seekable(stream) -> bool:
@@ -270,7 +292,11 @@ def _encode_dataset(args) -> None:
         raise CommandLineError("a dataset is made from files (each split by its size): save standard input or --text to a file first")
     if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
         raise UsageError(f"--val-fraction must be at least 0 and below 1, got {args.val_fraction}")
-    files = _inputs(args.files, streams=False)
+    options = _source_options(args)
+    files = _inputs(args.files, options, streams=False)
+    if any(sources.kind(f, options) != "text" or sources.compressed(f) for f in files):
+        raise CommandLineError("a dataset (-o DIR) is split by bytes of plain text files; for records (JSON Lines, "
+                               "Parquet) or compressed files write --format numpy, or decompress first")
     tok = _load(args.tokenizer)
     meta = write_dataset(
         files,
@@ -336,14 +362,17 @@ def cmd_info(args: argparse.Namespace) -> None:
     from bpe import streams
 
     tok = _load(args.tokenizer)
-    paths = _inputs(args.files)
-    counts = []
+    options = _source_options(args)
+    paths = _inputs(args.files, options)
+    counted = streams.Encoded()
     if paths:
         # Count first, print after: a bad FILE gives one error line only.
         allowed, disallowed = _special_lists(tok, args)
         with _Bar("counting", _total_bytes(paths), args.quiet) as progress:
-            counts = streams.count_tokens(tok, paths, allowed_special=allowed, disallowed_special=disallowed,
-                                          num_threads=args.threads, progress=progress)
+            counted = streams.count_tokens(tok, paths, options=options, allowed_special=allowed,
+                                           disallowed_special=disallowed, num_threads=args.threads,
+                                           progress=progress)
+    counts = counted.ids
     print(f"tokenizer:       {args.tokenizer}")
     print(f"vocab size:      {tok.n_vocab}")
     try:
@@ -356,10 +385,15 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(f"special tokens:  {specials}")
     longest = max(tok.vocab.values(), key=len)
     print(f"longest token:   {len(longest)} bytes: {longest!r}")
-    sizes = [None if p == STDIN or _is_stream(p) else os.path.getsize(p) for p in paths]
-    for path, n_bytes, n_tokens in zip(paths, sizes, counts):
+    # Bytes per token only where the bytes are the text's own (not records
+    # in JSON, not compressed).
+    sizes = [None if p == STDIN or _is_stream(p) or sources.kind(p, options) != "text" or sources.compressed(p)
+             else os.path.getsize(p) for p in paths]
+    for path, n_bytes, n_tokens, n_docs in zip(paths, sizes, counts, counted.documents):
         name = "<stdin>" if path == STDIN else path
-        if n_bytes is None:
+        if sources.kind(path, options) != "text":
+            print(f"{name}: {n_docs:,} record{'s' if n_docs != 1 else ''}, {n_tokens:,} tokens")
+        elif n_bytes is None:
             print(f"{name}: {n_tokens:,} tokens")
         else:
             ratio = f"{n_bytes / n_tokens:.3f}" if n_tokens else "-"
@@ -367,6 +401,9 @@ def cmd_info(args: argparse.Namespace) -> None:
     if len(paths) > 1 and None not in sizes:
         b, t = sum(sizes), sum(counts)
         print(f"total: {b:,} bytes, {t:,} tokens, {b / t:.3f} bytes per token" if t else f"total: {b:,} bytes, 0 tokens")
+    elif len(paths) > 1:
+        print(f"total: {sum(counted.documents):,} documents, {sum(counts):,} tokens")
+    _report_skipped(counted.skipped)
 
 
 # -- the parser -------------------------------------------------------------------
@@ -406,6 +443,18 @@ def _special_args(p: argparse.ArgumentParser) -> None:
                    help="encode special-token text as ordinary text (default: such text is an error)")
 
 
+def _source_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--text-field", default="text", metavar="FIELD",
+                   help="JSON Lines and Parquet: the field (column) that holds the text; a.b for a nested one "
+                        "(default text)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip bad records (no such field, not a string, not JSON, not UTF-8), count them and "
+                        "report the count, instead of stopping at the first")
+    p.add_argument("--input-format", choices=sources.FORMATS, default="auto",
+                   help="how to read FILEs: by their names (auto: .jsonl/.ndjson/.json, .parquet, else text; "
+                        "after .gz/.zst/.xz/.bz2), or all as this (for stdin, which is text unless told)")
+
+
 def _common_args(p: argparse.ArgumentParser, *, threads: bool = False, force: bool = True) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary on stderr")
     if force:
@@ -421,7 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="learn a vocabulary from UTF-8 text files",
                        description="Learn a byte-level BPE vocabulary from UTF-8 text files (each one document).")
-    t.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files, each one document (- for standard input)")
+    t.add_argument("files", nargs="+", metavar="FILE",
+                   help="corpus files: UTF-8 text (one document each), JSON Lines or Parquet (one per record), "
+                        "compressed or not; directories; globs; - for standard input")
     t.add_argument("--vocab", required=True, type=parse_size, metavar="N",
                    help="vocabulary size, special tokens included: 50000, 50k, 32Ki")
     t.add_argument("--pattern", default="gpt4",
@@ -431,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-special", action="store_true", help="no special tokens")
     t.add_argument("-o", "--output", default="tokenizer.bpe", metavar="FILE",
                    help="the tokenizer file to write (default tokenizer.bpe)")
+    _source_args(t)
     _common_args(t)
     t.set_defaults(func=cmd_train)
 
@@ -444,7 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Without -o: ids on standard output. With -o: the format its extension names (.npy, .jsonl/.json, "
         ".txt/.ids), else a dataset directory.",
     )
-    e.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files, each one document (- for standard input)")
+    e.add_argument("files", nargs="*", metavar="FILE",
+                   help="UTF-8 text files (one document each), JSON Lines or Parquet (one per record), compressed "
+                        "or not; directories; globs; - for standard input")
     _tokenizer_arg(e)
     e.add_argument("--text", metavar="TEXT", help="encode this text instead of files")
     e.add_argument("-o", "--output", "--out", dest="output", metavar="PATH",
@@ -454,6 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--val-fraction", type=float, default=None, metavar="F",
                    help="dataset only: the last F of each file goes to val.bin (default 0.1)")
     _special_args(e)
+    _source_args(e)
     _common_args(e, threads=True)
     e.set_defaults(func=cmd_encode)
 
@@ -477,9 +532,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", help="describe a tokenizer; with FILEs, their tokens and bytes per token",
                        description="Describe a tokenizer; with FILEs, count their tokens (streamed).")
-    i.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files to count (- for standard input)")
+    i.add_argument("files", nargs="*", metavar="FILE",
+                   help="files to count: text, JSON Lines, Parquet, compressed or not; directories; globs; - for stdin")
     _tokenizer_arg(i)
     _special_args(i)
+    _source_args(i)
     _common_args(i, threads=True, force=False)
     i.set_defaults(func=cmd_info)
 

@@ -13,8 +13,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Iterable, Union
 
-from bpe import _core
-from bpe.files import check_text_file
+from bpe import _core, sources
+from bpe.sources import SourceOptions
 
 Source = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 
@@ -36,6 +36,8 @@ class Fed:
     def __init__(self):
         self.n_texts = self.text_chars = self.file_bytes = 0
         self.files: list[str] = []
+        #: Bad records skipped in each file (with skip_bad).
+        self.skipped: dict[str, int] = {}
 
     def empty(self) -> bool:
         return self.text_chars == 0 and self.file_bytes == 0
@@ -50,9 +52,19 @@ class Fed:
         return " and ".join(parts)
 
 
-def feed(trainer: _core.Trainer, source: Source, progress: bool) -> Fed:
-    """Streams ``source`` into the trainer (see Tokenizer.train)."""
+def feed(trainer: _core.Trainer, source: Source, progress: bool, options: SourceOptions | None = None) -> Fed:
+    """Streams ``source`` into the trainer (see Tokenizer.train); files are
+    read as ``options`` say (``bpe/sources.py``: text, JSON Lines, Parquet,
+    compressed; directories)."""
+    options = options or SourceOptions()
     fed = Fed()
+    if _is_arrow(source):
+        from bpe import arrow_sources
+
+        fed.skipped["<arrow>"] = arrow_sources.feed_arrow(
+            trainer, source, column=options.text_field, name=type(source).__name__, skip_bad=options.skip_bad)
+        fed.n_texts, fed.text_chars = 1, 1  # not known without reading it: counted as not empty
+        return fed
     if isinstance(source, str):
         if len(source) < 4096 and "\n" not in source and os.path.isfile(source):
             warnings.warn(
@@ -73,6 +85,7 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool) -> Fed:
     batch: list[str] = []
     size = 0
     files: list[str] = []
+    by_kind: dict[str, list[str]] = {"text": [], "jsonl": [], "parquet": []}
     for i, item in enumerate(source):
         if isinstance(item, str):
             batch.append(item)
@@ -83,16 +96,35 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool) -> Fed:
                 feed_texts(trainer, batch)
                 batch, size = [], 0
         elif isinstance(item, os.PathLike):
-            files.append(check_text_file(item))
-            fed.file_bytes += os.path.getsize(files[-1])
+            for path in sources.expand([item]):
+                path = sources.check(path, options)
+                by_kind[sources.kind(path, options)].append(path)
+                files.append(path)
+                fed.file_bytes += 1 if path == "-" else os.path.getsize(path)
         else:
             raise TypeError(f"source item {i} is {_kind(item)}; expected str (text) or a path")
     fed.files = files
     if batch:
         feed_texts(trainer, batch)
-    if files:
-        trainer.feed_files(files, progress)
+    if by_kind["text"]:
+        trainer.feed_files(by_kind["text"], progress)
+    if by_kind["jsonl"]:
+        skipped = trainer.feed_records(by_kind["jsonl"], options.field_path, options.skip_bad, progress)
+        fed.skipped.update(zip(by_kind["jsonl"], skipped))
+    if by_kind["parquet"]:
+        from bpe import arrow_sources  # pyarrow: the `data` extra, imported only when needed
+
+        for path in by_kind["parquet"]:
+            fed.skipped[path] = arrow_sources.feed_arrow(
+                trainer, path, column=options.text_field, name=path, skip_bad=options.skip_bad)
     return fed
+
+
+def _is_arrow(source) -> bool:
+    """A pyarrow table or batches, or a HuggingFace dataset (known by their
+    modules: neither package is imported to ask)."""
+    module = type(source).__module__ or ""
+    return module.startswith(("pyarrow", "datasets"))
 
 
 def _kind(value) -> str:

@@ -8,10 +8,11 @@ is only known at the end: it is written first with room for any count, then
 rewritten in place (so ``.npy`` output needs a file, not a pipe).
 
 Formats of encoded ids:
-  ``ids``    one line per input, ids separated by spaces
-  ``json``   one JSON array per input, a line each (JSON Lines)
+  ``ids``    one line per document (a text file, or a record of JSON Lines
+             or Parquet), ids separated by spaces
+  ``json``   one JSON array per document, a line each (JSON Lines)
   ``numpy``  one ``.npy`` array of all ids (uint16, or uint32 past 65,536
-             tokens), ``<|endoftext|>`` between inputs when the tokenizer has it
+             tokens), ``<|endoftext|>`` between documents when the tokenizer has it
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from __future__ import annotations
 import ast
 import os
 import struct
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from bpe import _core
+from bpe import _core, sources
+from bpe.sources import SourceOptions
 from bpe.specials import ENDOFTEXT
 from bpe.tokenizer import Tokenizer
 
@@ -37,46 +40,103 @@ def _width(tok: Tokenizer) -> int:
     return 2 if tok.n_vocab - 1 <= 0xFFFF else 4
 
 
+@dataclass
+class Encoded:
+    """What an encoding stream did, per input file: its ids (a separator
+    counts to the file before it), its documents (1 for a text file, one per
+    record otherwise), and the bad records skipped (with ``skip_bad``)."""
+
+    ids: list[int] = field(default_factory=list)
+    documents: list[int] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
 def encode_to_fd(
     tok: Tokenizer,
     paths: Sequence[str],
     fd: int,
     fmt: str,
     *,
+    options: SourceOptions | None = None,
     allowed_special: Sequence[str] = (),
     disallowed_special: Sequence[str] = (),
     num_threads: int = 0,
     progress: Callable[[int], None] | None = None,
-) -> list[int]:
-    """Encodes each of ``paths`` (``-``: stdin) and writes the ids to ``fd``
-    in ``fmt`` (see the module's docstring); returns the ids per input."""
-    if fmt not in FORMATS:
+) -> Encoded:
+    """Encodes each of ``paths`` (``-``: stdin; text, JSON Lines or Parquet,
+    compressed or not: ``bpe/sources.py``) and writes the ids to ``fd`` in
+    ``fmt`` (see the module's docstring, and ``"count"``: nothing written)."""
+    if fmt not in (*FORMATS, "count"):
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-    args = (list(allowed_special), list(disallowed_special))
-    if fmt in TEXT_FORMATS:
-        return _core.encode_to_fd(tok._core, list(paths), fd, fmt, *args, None, num_threads, 4, progress)
+    options = options or SourceOptions()
     width = _width(tok)
-    header_at = os.lseek(fd, 0, os.SEEK_CUR)
-    os.write(fd, npy_header(width, 0))
-    counts = _core.encode_to_fd(
-        tok._core, list(paths), fd, "binary", *args, tok.special_tokens.get(ENDOFTEXT), num_threads, width, progress
-    )
-    end = os.lseek(fd, 0, os.SEEK_CUR)
-    os.lseek(fd, header_at, os.SEEK_SET)
-    os.write(fd, npy_header(width, sum(counts)))
-    os.lseek(fd, end, os.SEEK_SET)
-    return counts
+    binary = fmt == "numpy"
+    core_fmt = "binary" if binary else fmt
+    separator = tok.special_tokens.get(ENDOFTEXT) if binary else None
+    if binary:
+        header_at = os.lseek(fd, 0, os.SEEK_CUR)
+        os.write(fd, npy_header(width, 0))
+    specials = (list(allowed_special), list(disallowed_special))
+    done = Encoded()
+    base = 0  # bytes of input before the current group, for progress
+    for kind, group in _groups(paths, options):
+        if binary and separator is not None and sum(done.documents):
+            # The core puts separators between the documents of one call;
+            # this one goes between the last call's and this one's.
+            os.write(fd, separator.to_bytes(width, "little"))
+            done.ids[-1] += 1
+        at = (lambda n, base=base: progress(base + n)) if progress else None
+        if kind == "text":
+            ids = _core.encode_to_fd(tok._core, group, fd, core_fmt, *specials, separator, num_threads, width, at)
+            done.ids += ids
+            done.documents += [1] * len(group)
+        elif kind == "jsonl":
+            per_file, skipped = _core.encode_records_to_fd(
+                tok._core, group, options.field_path, options.skip_bad, fd, core_fmt, *specials, separator,
+                num_threads, width, at)
+            done.documents += [r for r, _ in per_file]
+            done.ids += [n for _, n in per_file]
+            done.skipped.update(zip(group, skipped))
+        else:
+            from bpe import arrow_sources
+
+            for path in group:
+                records, ids, skipped = arrow_sources.encode_arrow_to_fd(
+                    tok, path, fd, core_fmt, column=options.text_field, name=path, skip_bad=options.skip_bad,
+                    allowed_special=specials[0], disallowed_special=specials[1], separator=separator,
+                    num_threads=num_threads, width=width)
+                done.documents.append(records)
+                done.ids.append(ids)
+                done.skipped[path] = skipped
+        base += sum(0 if p == "-" else os.path.getsize(p) for p in group)
+    if binary:
+        end = os.lseek(fd, 0, os.SEEK_CUR)
+        os.lseek(fd, header_at, os.SEEK_SET)
+        os.write(fd, npy_header(width, sum(done.ids)))
+        os.lseek(fd, end, os.SEEK_SET)
+    return done
+
+
+def _groups(paths: Sequence[str], options: SourceOptions):
+    """Runs of consecutive paths read the same way, in order."""
+    runs: list[tuple[str, list[str]]] = []
+    for p in paths:
+        k = sources.kind(p, options)
+        if runs and runs[-1][0] == k:
+            runs[-1][1].append(p)
+        else:
+            runs.append((k, [p]))
+    return runs
 
 
 def count_tokens(
-    tok: Tokenizer, paths: Sequence[str], *, allowed_special=(), disallowed_special=(), num_threads: int = 0,
-    progress: Callable[[int], None] | None = None,
-) -> list[int]:
-    """The number of ids of each of ``paths``, nothing kept but the counts."""
-    return _core.encode_to_fd(
-        tok._core, list(paths), -1, "count", list(allowed_special), list(disallowed_special), None,
-        num_threads, 4, progress,
-    )
+    tok: Tokenizer, paths: Sequence[str], *, options: SourceOptions | None = None, allowed_special=(),
+    disallowed_special=(), num_threads: int = 0, progress: Callable[[int], None] | None = None,
+) -> Encoded:
+    """The number of ids (and documents) of each of ``paths``, nothing kept
+    but the counts."""
+    return encode_to_fd(tok, paths, -1, "count", options=options, allowed_special=allowed_special,
+                        disallowed_special=disallowed_special, num_threads=num_threads, progress=progress)
 
 
 def decode_to_fd(tok: Tokenizer, path: str, fd: int, *, dtype: str | None, errors: str) -> int:

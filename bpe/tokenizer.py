@@ -30,6 +30,7 @@ from bpe.corpus import Source, feed, replace_surrogates
 from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, parse_tiktoken_lines, read_file, tiktoken_lines
 from bpe.files import PathLike, atomic_write_text
 from bpe.patterns import PATTERNS, pattern_name, pretokenize, resolve_pattern
+from bpe.sources import SourceOptions, skipped_message
 from bpe.specials import ENDOFTEXT, check_assigned, check_special_tokens, disallowed_error
 from bpe.vocab import MAX_ID, MAX_VOCAB_SIZE, check_id_range, replay, vocab_from_ranks
 
@@ -126,6 +127,8 @@ class Tokenizer(BulkEncoding):
         pattern: str = "gpt4",
         special_tokens: Collection[str] = (ENDOFTEXT,),
         progress: bool | None = None,
+        text_field: str = "text",
+        skip_bad: bool = False,
     ) -> "Tokenizer":
         """Learns a byte-level BPE vocabulary of ``vocab_size`` tokens.
 
@@ -145,8 +148,20 @@ class Tokenizer(BulkEncoding):
         smallest. The same corpus and arguments give the same merges on any
         machine, thread count and hash seed.
 
+        Paths may also name JSON Lines files (``.jsonl``, ``.ndjson``,
+        ``.json``: one document per record, its text in ``text_field``, e.g.
+        ``"text"`` or ``"meta.body"``), Parquet files (``.parquet``: a column,
+        with pyarrow), any of these or text compressed (``.gz``, ``.zst``,
+        ``.xz``, ``.bz2``), and directories (every file under them); see
+        ``bpe/sources.py``. ``source`` may also be a pyarrow Table or
+        RecordBatchReader or a HuggingFace dataset (its ``text_field`` column).
+        A bad record (no such field, not a string, not JSON, not UTF-8) is an
+        error naming the file and line; with ``skip_bad`` it is skipped, and
+        a warning says how many were.
+
         ``progress``: show progress bars on stderr (default: when it is a terminal).
         """
+        options = SourceOptions(text_field=text_field, skip_bad=skip_bad)
         pattern = resolve_pattern(pattern)
         if not isinstance(special_tokens, Iterable):
             raise TypeError(
@@ -175,7 +190,10 @@ class Tokenizer(BulkEncoding):
             progress = bool(progress)  # numpy's bool, which the core takes too
 
         trainer = _core.Trainer(pattern)
-        fed = feed(trainer, source, progress)
+        fed = feed(trainer, source, progress, options)
+        skipped = skipped_message(fed.skipped)
+        if skipped:
+            warnings.warn(skipped, stacklevel=2)
         if fed.empty():
             raise ValueError(
                 f"the corpus is empty ({fed.describe()}): there is no text to learn merges from"

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
 
+pub mod records;
+
 /// A byte range of a file: `start..end` (`end: None`: to the end of the file).
 #[derive(Clone, Debug)]
 pub struct Range {
@@ -41,11 +43,88 @@ pub fn name(path: &Path) -> std::path::Display<'_> {
 
 /// Opens `path` for reading (`-`: standard input); true if it is a regular
 /// file (which can be sized, sought and read again for a line number).
-pub fn open(path: &Path) -> Result<(File, bool), String> {
+pub fn open_file(path: &Path) -> Result<(File, bool), String> {
     let real = if path.as_os_str() == STDIN { Path::new("/dev/stdin") } else { path };
     let file = File::open(real).map_err(|e| format!("cannot read {}: {e}", name(path)))?;
     let regular = file.metadata().map_err(|e| format!("cannot read {}: {e}", name(path)))?.is_file();
     Ok((file, regular && path.as_os_str() != STDIN))
+}
+
+/// How a file is compressed, by its name's last extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+    Xz,
+    Bzip2,
+}
+
+impl Compression {
+    pub fn of(path: &Path) -> Compression {
+        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("gz") => Compression::Gzip,
+            Some("zst" | "zstd") => Compression::Zstd,
+            Some("xz") => Compression::Xz,
+            Some("bz2") => Compression::Bzip2,
+            _ => Compression::None,
+        }
+    }
+}
+
+/// A file's bytes: decompressed if its name says it is compressed. The
+/// decoders are the crates made for each format; a damaged or truncated
+/// stream is a read error, reported with the file's name.
+pub type Reader = Box<dyn Read + Send + 'static>;
+
+/// Opens `path` (`-`: stdin) decompressing by its extension; the bool is
+/// true if it is a regular, uncompressed file (it can be sized and sought).
+pub fn open(path: &Path) -> Result<(Reader, bool), String> {
+    let (file, regular) = open_file(path)?;
+    decompressed(path, file, regular)
+}
+
+/// `open`, adding the bytes read from the file (before decompression) to
+/// `read`: progress over compressed files is measured in what they take on
+/// disk, which is what their total size is known in.
+pub fn open_counted<'a>(path: &Path, read: &'a std::sync::atomic::AtomicU64) -> Result<Box<dyn Read + Send + 'a>, String> {
+    let (file, regular) = open_file(path)?;
+    let counted = Counted { inner: file, read };
+    let (reader, _) = decompressed(path, counted, regular)?;
+    Ok(reader)
+}
+
+/// A reader that adds what it reads to a shared count.
+struct Counted<'a, R> {
+    inner: R,
+    read: &'a std::sync::atomic::AtomicU64,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+fn decompressed<'a, R: Read + Send + 'a>(path: &Path, file: R, regular: bool) -> Result<(Box<dyn Read + Send + 'a>, bool), String> {
+    // Decoders read in small pieces: a buffer under them saves a system call each.
+    let compression = Compression::of(path);
+    if compression == Compression::None {
+        return Ok((Box::new(file), regular));
+    }
+    let buffered = || std::io::BufReader::with_capacity(1 << 20, file);
+    Ok(match compression {
+        Compression::None => unreachable!("returned above"),
+        Compression::Gzip => (Box::new(flate2::bufread::MultiGzDecoder::new(buffered())), false),
+        Compression::Zstd => {
+            let d = zstd::stream::read::Decoder::with_buffer(buffered()).map_err(|e| format!("cannot read {}: {e}", name(path)))?;
+            (Box::new(d), false)
+        }
+        Compression::Xz => (Box::new(xz2::bufread::XzDecoder::new_multi_decoder(buffered())), false),
+        Compression::Bzip2 => (Box::new(bzip2::bufread::MultiBzDecoder::new(buffered())), false),
+    })
 }
 
 /// A file whose first this-many bytes hold a NUL byte is refused as binary
@@ -81,7 +160,7 @@ pub struct Blocks<'a> {
     /// The range being read, its file, its offset of the next block's first
     /// byte, and the bytes of it left to read.
     current: usize,
-    file: Option<File>,
+    file: Option<Reader>,
     offset: u64,
     left: u64,
     /// The file is a stream (stdin, a pipe): read to its end, `left` unknown.
@@ -101,21 +180,23 @@ impl<'a> Blocks<'a> {
     pub fn next_block(&mut self) -> Result<Option<Block>, String> {
         if self.file.is_none() {
             let Some(range) = self.ranges.get(self.current) else { return Ok(None) };
-            let (mut file, regular) = open(&range.path)?;
+            let (mut file, regular) = open_file(&range.path)?;
             let name = name(&range.path);
-            if regular {
+            let compressed = Compression::of(&range.path) != Compression::None;
+            if regular && !compressed {
                 let size = file.metadata().map_err(|e| format!("cannot read {name}: {e}"))?.len();
                 let end = range.end.unwrap_or(size).min(size);
                 file.seek(SeekFrom::Start(range.start)).map_err(|e| format!("cannot read {name}: {e}"))?;
                 self.left = end.saturating_sub(range.start);
+                self.file = Some(Box::new(file));
             } else if range.start != 0 || range.end.is_some() {
-                return Err(format!("{name} is not a regular file: it can only be read whole, once"));
+                return Err(format!("{name} is compressed or not a regular file: it can only be read whole, once"));
             } else {
                 self.left = u64::MAX;
+                self.file = Some(open(&range.path)?.0);
             }
-            self.stream = !regular;
+            self.stream = !(regular && !compressed);
             self.offset = range.start;
-            self.file = Some(file);
             self.carry.clear();
         }
         let path = &self.ranges[self.current].path;

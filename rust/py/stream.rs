@@ -22,6 +22,8 @@ use super::encoder::CoreBPE;
 use super::errors::guard;
 use crate::batch::thread_pool;
 use crate::bulk::{encode_segments, Options, Segment, Sink, BLOCK_BYTES};
+use crate::input::records;
+use crate::pieces::encode_pieces;
 use crate::decode::{decode_stream, write_error, Ids, Utf8, BROKEN_PIPE};
 use crate::idtext::{self, Format};
 use crate::input::{self, Range};
@@ -190,13 +192,17 @@ pub(super) fn decode_to_fd(
     py.allow_threads(|| {
         guard(|| {
             let name = input::name(&path).to_string();
-            let (mut input, regular) = input::open(&path)?;
-            if regular {
-                input.seek(SeekFrom::Start(skip)).map_err(|e| format!("cannot read {name}: {e}"))?;
+            let (mut src, regular) = input::open_file(&path)?;
+            let mut input: input::Reader = if regular && input::Compression::of(&path) == input::Compression::None {
+                src.seek(SeekFrom::Start(skip)).map_err(|e| format!("cannot read {name}: {e}"))?;
+                Box::new(src)
             } else {
-                std::io::copy(&mut (&mut input).take(skip), &mut std::io::sink())
+                // Stdin, a pipe, a compressed file: read past the header.
+                let mut r = input::open(&path)?.0;
+                std::io::copy(&mut (&mut r).take(skip), &mut std::io::sink())
                     .map_err(|e| format!("cannot read {name}: {e}"))?;
-            }
+                r
+            };
             let mut writer = BufWriter::with_capacity(1 << 20, &*file);
             let progress = None;
             decode_stream(enc, &mut input, ids, utf8, &mut writer, between(&progress)).map_err(|e| {
@@ -206,6 +212,85 @@ pub(super) fn decode_to_fd(
                     format!("{name}: {e}")
                 }
             })
+        })
+    })
+}
+
+/// `encode_to_fd` for JSON Lines files (compressed or not; `-` is stdin):
+/// each record's text field is one document (a line of ids each in the text
+/// formats; `separator` between records in `"binary"`). Returns the number
+/// of records and ids of each file, and the bad records skipped in each.
+#[pyfunction]
+#[pyo3(signature = (core, paths, field, skip_bad, out, format, allowed_special, disallowed_special, separator, num_threads, width, progress=None))]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn encode_records_to_fd(
+    py: Python<'_>,
+    core: &Bound<'_, CoreBPE>,
+    paths: Vec<PathBuf>,
+    field: Vec<String>,
+    skip_bad: bool,
+    out: i32,
+    format: &str,
+    allowed_special: Vec<String>,
+    disallowed_special: Vec<String>,
+    separator: Option<Rank>,
+    num_threads: usize,
+    width: usize,
+    progress: Option<PyObject>,
+) -> PyResult<(Vec<(u64, u64)>, Vec<u64>)> {
+    let enc = &core.get().enc;
+    let text = match format {
+        "binary" | "count" => None,
+        other => Some(guard(|| Format::parse(other))?),
+    };
+    let allowed: FxHashSet<String> = allowed_special.into_iter().collect();
+    let separator = if text.is_some() { None } else { separator };
+    let file = borrowed(out).filter(|_| format != "count");
+    if file.is_none() && format != "count" {
+        return guard(|| Err(format!("no file descriptor to write the {format} output to")));
+    }
+    let n = paths.len();
+    py.allow_threads(|| {
+        guard(|| {
+            let pool = thread_pool(num_threads)?;
+            let writer = file.as_ref().map(|f| BufWriter::with_capacity(1 << 20, &**f));
+            let mut sink = Out { writer, text: text.map(idtext::Writer::new), width, counts: Vec::new(), started: false, bytes: Vec::new() };
+            let mut per_file = vec![(0u64, 0u64); n];
+            let mut progress_at = between(&progress);
+            let read = std::sync::atomic::AtomicU64::new(0);
+            let mut records_so_far = 0usize;
+            let skipped = records::for_each_batch(&paths, &field, skip_bad, records::BATCH_BYTES, &read, |batch| {
+                progress_at(read.load(std::sync::atomic::Ordering::Relaxed))?;
+                let docs: Vec<&str> = batch.docs().collect();
+                if !disallowed_special.is_empty() {
+                    for (k, doc) in docs.iter().enumerate() {
+                        if let Some(found) = enc.find_special(doc, &disallowed_special) {
+                            return Err(format!(
+                                "{}: line {} holds the special token {found:?}; to encode such text as ordinary text \
+                                 pass --special-as-text (disallowed_special=()), as the special token --allow-special",
+                                input::name(&paths[batch.file]),
+                                batch.lines[k]
+                            ));
+                        }
+                    }
+                }
+                let ids = pool.install(|| encode_pieces(enc, &docs, &allowed))?;
+                for doc_ids in &ids {
+                    if let (Some(sep), true) = (separator, records_so_far > 0) {
+                        sink.ids(0, &[sep])?;
+                        per_file[batch.file].1 += 1;
+                    }
+                    sink.start(0)?; // one count for all: memory must not grow with the records
+                    sink.ids(0, doc_ids)?;
+                    records_so_far += 1;
+                    per_file[batch.file].0 += 1;
+                    per_file[batch.file].1 += doc_ids.len() as u64;
+                }
+                Ok(())
+            })?;
+            progress_at(read.load(std::sync::atomic::Ordering::Relaxed))?;
+            sink.finish()?;
+            Ok((per_file, skipped))
         })
     })
 }

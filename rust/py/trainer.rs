@@ -13,6 +13,7 @@ use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard, INTERRUPTED};
 use super::progress::bar;
 use crate::encode::Encoder;
+use crate::input::records;
 use crate::pieces;
 use crate::pretokenize::Splitter;
 use crate::progress::{Pace, Unit};
@@ -129,6 +130,34 @@ impl Trainer {
                 pb.abandon(); // stays on screen, with the time it took
                 *counts = train::merge_counts(std::mem::take(counts), batch);
                 Ok(())
+            })
+        })
+    }
+
+    /// Streams JSON Lines files (compressed or not) and counts the text
+    /// field of each record as one document; returns the number of bad
+    /// records skipped in each file (`skip_bad`; otherwise the first is an
+    /// error).
+    #[pyo3(signature = (paths, field, skip_bad, progress))]
+    fn feed_records(&mut self, py: Python<'_>, paths: Vec<PathBuf>, field: Vec<String>, skip_bad: bool, progress: bool) -> PyResult<Vec<u64>> {
+        let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let splitter = &self.splitter;
+        let counts = &mut self.counts;
+        py.allow_threads(|| {
+            let _free = crate::ReturnFreedMemory::new();
+            guard(|| {
+                let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
+                let read = std::sync::atomic::AtomicU64::new(0);
+                let skipped = records::for_each_batch(&paths, &field, skip_bad, records::BATCH_BYTES, &read, |batch| {
+                    let docs: Vec<&str> = batch.docs().collect();
+                    let found = train::count_documents(splitter, &docs)?;
+                    *counts = train::merge_counts(std::mem::take(counts), found);
+                    pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
+                    check_interrupt()
+                })?;
+                pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
+                pb.abandon();
+                Ok(skipped)
             })
         })
     }

@@ -333,8 +333,9 @@ fn read_segments(
     let mut number = 0;
     let mut carry: Vec<u8> = Vec::new();
     for path in paths {
-        let name = path.display();
-        let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let name = crate::input::name(path);
+        // Stdin (`-`) and compressed files too (`input::open`).
+        let mut file = crate::input::open(path)?.0;
         let mut offset: u64 = 0; // file offset of the next segment's first byte
         let mut eof = false;
         carry.clear();

@@ -1,0 +1,445 @@
+//! JSON Lines: one JSON object per line, one document per object, its text
+//! in a field (`"text"` by default; `a.b` for a nested one). The shards of
+//! FineWeb, The Stack, RedPajama and Dolma are such files, usually
+//! compressed (`open` in `mod.rs` decompresses).
+//!
+//! Only the text field is decoded: the other fields (URLs, metadata, often
+//! half of a record) are skipped by serde's `IgnoredAny` without being
+//! built, and the text is appended straight into the batch being filled.
+//!
+//! A record that has no such field, whose field is not a string, or that is
+//! not JSON, is a bad record: by default an error naming the file, the line
+//! and its byte offset (in the decompressed data); with `skip_bad` it is
+//! skipped and counted. Bytes that are not UTF-8 are refused the same way
+//! (JSON text is UTF-8).
+
+use std::fmt;
+use std::io::BufRead;
+use std::path::Path;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use super::name;
+
+/// Records read at once: about this many bytes of text.
+pub const BATCH_BYTES: usize = 8 << 20;
+
+/// A batch of documents: their texts one after another in `text`, document
+/// k being `text[ends[k-1]..ends[k]]`, from line `lines[k]` of file `file`.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub file: usize,
+    pub text: String,
+    pub ends: Vec<usize>,
+    pub lines: Vec<u64>,
+}
+
+impl Batch {
+    pub fn docs(&self) -> impl Iterator<Item = &str> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let doc = &self.text[start..end];
+            start = end;
+            doc
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+/// Reads the records of one JSON Lines stream in batches.
+pub struct Records<'a, R: BufRead> {
+    input: R,
+    path: &'a Path,
+    /// The field's path: `["text"]`, or `["a", "b"]` for `a.b`.
+    field: &'a [String],
+    skip_bad: bool,
+    /// Lines read so far, and the byte offset of the next one.
+    line: u64,
+    offset: u64,
+    /// Records skipped as bad (with `skip_bad`).
+    pub skipped: u64,
+    line_buf: Vec<u8>,
+    done: bool,
+}
+
+impl<'a, R: BufRead> Records<'a, R> {
+    pub fn new(input: R, path: &'a Path, field: &'a [String], skip_bad: bool) -> Self {
+        Records { input, path, field, skip_bad, line: 0, offset: 0, skipped: 0, line_buf: Vec::new(), done: false }
+    }
+
+    /// Bytes of input read so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next batch of about `batch_bytes` of text; `None` at the end.
+    pub fn next_batch(&mut self, batch_bytes: usize) -> Result<Option<Batch>, String> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut batch = Batch::default();
+        while batch.text.len() < batch_bytes {
+            self.line_buf.clear();
+            let n = match self.input.read_until(b'\n', &mut self.line_buf) {
+                Ok(n) => n,
+                // A damaged or truncated compressed stream: what came before
+                // it stands; with `skip_bad` the rest of the file counts as
+                // one bad record.
+                Err(e) if self.skip_bad => {
+                    let _ = e;
+                    self.skipped += 1;
+                    self.done = true;
+                    break;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "cannot read {} after line {} (byte offset {} of its data): {e}; pass --skip-bad \
+                         (skip_bad=True) to keep the records before it",
+                        name(self.path),
+                        self.line,
+                        self.offset
+                    ))
+                }
+            };
+            if n == 0 {
+                self.done = true;
+                break;
+            }
+            self.line += 1;
+            let at = self.offset;
+            self.offset += n as u64;
+            let line = trim_line_end(&self.line_buf);
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue; // blank lines (a trailing one above all) hold no record
+            }
+            let before = batch.text.len();
+            match field_text(line, self.field, &mut batch.text) {
+                Ok(()) => {
+                    batch.ends.push(batch.text.len());
+                    batch.lines.push(self.line);
+                }
+                Err(why) => {
+                    batch.text.truncate(before);
+                    if !self.skip_bad {
+                        return Err(format!(
+                            "{}: line {} (byte offset {at}): {why}; fix the record, or pass --skip-bad \
+                             (skip_bad=True) to skip bad records and count them",
+                            name(self.path),
+                            self.line
+                        ));
+                    }
+                    self.skipped += 1;
+                }
+            }
+        }
+        Ok(if batch.is_empty() && self.done { None } else { Some(batch) })
+    }
+}
+
+/// Reads the records of `paths` (JSON Lines, compressed or not; `-` is
+/// stdin) in batches of about `batch_bytes`, on a thread of its own while
+/// `each` works on the batch before (a queue of two), so reading and
+/// decompressing overlap the work. `read` counts the bytes read from the
+/// files (compressed ones as stored), for progress. Returns the number of
+/// bad records skipped in each file (with `skip_bad`); stops at the first
+/// error, the reader's or `each`'s.
+pub fn for_each_batch(
+    paths: &[std::path::PathBuf],
+    field: &[String],
+    skip_bad: bool,
+    batch_bytes: usize,
+    read: &std::sync::atomic::AtomicU64,
+    mut each: impl FnMut(Batch) -> Result<(), String>,
+) -> Result<Vec<u64>, String> {
+    let (send, batches) = std::sync::mpsc::sync_channel::<Result<Batch, String>>(2);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || -> Vec<u64> {
+            let mut skipped = vec![0; paths.len()];
+            for (k, path) in paths.iter().enumerate() {
+                let opened = super::open_counted(path, read);
+                let mut records = match opened {
+                    Ok(r) => Records::new(std::io::BufReader::with_capacity(1 << 20, r), path, field, skip_bad),
+                    Err(e) => {
+                        let _ = send.send(Err(e));
+                        return skipped;
+                    }
+                };
+                loop {
+                    match records.next_batch(batch_bytes) {
+                        Ok(Some(mut batch)) => {
+                            batch.file = k;
+                            if send.send(Ok(batch)).is_err() {
+                                return skipped; // `each` failed: stop reading
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            let _ = send.send(Err(e));
+                            return skipped;
+                        }
+                    }
+                }
+                skipped[k] = records.skipped;
+            }
+            skipped
+        });
+        let mut outcome = Ok(());
+        for batch in batches.iter() {
+            outcome = batch.and_then(&mut each);
+            if outcome.is_err() {
+                break;
+            }
+        }
+        drop(batches); // the reader's next send fails: it stops
+        let skipped = reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        outcome.map(|()| skipped)
+    })
+}
+
+fn trim_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Appends the text of `field` of the JSON object `line` to `out`, or says
+/// what is wrong with the record.
+fn field_text(line: &[u8], field: &[String], out: &mut String) -> Result<(), String> {
+    let text = std::str::from_utf8(line).map_err(|e| format!("not valid UTF-8 at byte {} of the line", e.valid_up_to()))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let found = Field { path: field, out }.deserialize(&mut de).map_err(|e| bad_json(e, field))?;
+    de.end().map_err(|e| format!("not one JSON object: {e}"))?;
+    match found {
+        Found::Text => Ok(()),
+        Found::Missing => Err(format!("no field {:?}", field.join("."))),
+        Found::Other(kind) => Err(format!("field {:?} is {kind}, not a string", field.join("."))),
+        Found::NotObject(kind) => Err(format!("not a JSON object with a string field {:?} (found {kind} on the way)", field.join("."))),
+    }
+}
+
+fn bad_json(e: serde_json::Error, field: &[String]) -> String {
+    if e.is_data() {
+        format!("not a JSON object with a string field {:?} ({e})", field.join("."))
+    } else {
+        format!("not valid JSON ({e})")
+    }
+}
+
+/// What the field turned out to be.
+enum Found {
+    Text,
+    Missing,
+    /// The field is there, but not a string.
+    Other(&'static str),
+    /// Something on the way to it (the line itself, or `a` of `a.b`) is not an object.
+    NotObject(&'static str),
+}
+
+/// Walks an object down `path`, appending the string at its end to `out`.
+struct Field<'p, 'o> {
+    path: &'p [String],
+    out: &'o mut String,
+}
+
+impl<'de> DeserializeSeed<'de> for Field<'_, '_> {
+    type Value = Found;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Found, D::Error> {
+        if self.path.is_empty() {
+            de.deserialize_any(TextValue(self.out))
+        } else {
+            de.deserialize_any(ObjectValue(self))
+        }
+    }
+}
+
+/// The value at the end of the path: a string is appended; anything else is named.
+struct TextValue<'o>(&'o mut String);
+
+macro_rules! other {
+    ($($method:ident($($t:ty)?) => $kind:expr),* $(,)?) => {$(
+        fn $method<E: serde::de::Error>(self $(, _: $t)?) -> Result<Found, E> {
+            Ok(Found::Other($kind))
+        }
+    )*};
+}
+
+macro_rules! not_object {
+    ($($method:ident($($t:ty)?) => $kind:expr),* $(,)?) => {$(
+        fn $method<E: serde::de::Error>(self $(, _: $t)?) -> Result<Found, E> {
+            Ok(Found::NotObject($kind))
+        }
+    )*};
+}
+
+impl<'de> Visitor<'de> for TextValue<'_> {
+    type Value = Found;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Found, E> {
+        self.0.push_str(v);
+        Ok(Found::Text)
+    }
+
+    other! {
+        visit_bool(bool) => "a boolean",
+        visit_i64(i64) => "a number",
+        visit_u64(u64) => "a number",
+        visit_f64(f64) => "a number",
+        visit_unit() => "null",
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Found::Other("an array"))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Found::Other("an object"))
+    }
+}
+
+/// An object on the way: the entry named `path[0]` is followed, the others skipped.
+struct ObjectValue<'p, 'o>(Field<'p, 'o>);
+
+impl<'de> Visitor<'de> for ObjectValue<'_, '_> {
+    type Value = Found;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
+        let Field { path, out } = self.0;
+        let mut found = Found::Missing;
+        let mut out = Some(out);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match out.take() {
+                Some(o) if key.as_str() == path[0] => found = map.next_value_seed(Field { path: &path[1..], out: o })?,
+                o => {
+                    out = o;
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    not_object! {
+        visit_bool(bool) => "a boolean",
+        visit_i64(i64) => "a number",
+        visit_u64(u64) => "a number",
+        visit_f64(f64) => "a number",
+        visit_str(&str) => "a string",
+        visit_unit() => "null",
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Found::NotObject("an array"))
+    }
+}
+
+/// A key, borrowed from the line when it has no escapes (the usual case:
+/// no allocation per key of every record).
+enum Key<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(s) => s,
+            Key::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Key<'de>, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::Borrowed(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(v.to_string()))
+            }
+        }
+        de.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(jsonl: &str, field: &str, skip_bad: bool, batch: usize) -> Result<(Vec<String>, u64), String> {
+        let field: Vec<String> = field.split('.').map(String::from).collect();
+        let path = Path::new("x.jsonl");
+        let mut r = Records::new(jsonl.as_bytes(), path, &field, skip_bad);
+        let mut docs = vec![];
+        while let Some(b) = r.next_batch(batch)? {
+            docs.extend(b.docs().map(String::from));
+        }
+        Ok((docs, r.skipped))
+    }
+
+    #[test]
+    fn the_field_of_each_record() {
+        let jsonl = "{\"id\": 1, \"text\": \"hello\\nworld\", \"meta\": {\"text\": \"no\"}}\n\
+                     {\"text\": \"caf\\u00e9 \\ud83d\\ude00\", \"x\": [1, {\"a\": 2}]}\r\n\
+                     \n\
+                     {\"text\": \"\"}\n\
+                     {\"meta\": {\"lang\": \"en\", \"body\": {\"text\": \"deep\"}}, \"text\": \"top\"}";
+        for batch in [1, 5, 1 << 20] {
+            let (docs, skipped) = read(jsonl, "text", false, batch).unwrap();
+            assert_eq!(docs, ["hello\nworld", "café 😀", "", "top"]);
+            assert_eq!(skipped, 0);
+        }
+        let (docs, _) = read("{\"meta\": {\"body\": {\"text\": \"deep\"}}}\n", "meta.body.text", false, 10).unwrap();
+        assert_eq!(docs, ["deep"]);
+    }
+
+    #[test]
+    fn bad_records_are_named_or_skipped() {
+        let jsonl = "{\"text\": \"ok\"}\n{\"txt\": \"no field\"}\n{\"text\": 5}\nnot json\n{\"text\": \"a\"} 2\n{\"text\": null}\n{\"text\": [\"a\"]}\n";
+        let err = read(jsonl, "text", false, 100).unwrap_err();
+        assert!(err.starts_with("x.jsonl: line 2 (byte offset 15): no field \"text\""), "{err}");
+        let (docs, skipped) = read(jsonl, "text", true, 100).unwrap();
+        assert_eq!((docs, skipped), (vec!["ok".to_string()], 6));
+        for (line, want) in [
+            ("{\"text\": 5}", "field \"text\" is a number, not a string"),
+            ("{\"text\": null}", "is null, not a string"),
+            ("{\"text\": {}}", "is an object"),
+            ("not json", "not valid JSON"),
+            ("[1, 2]", "not a JSON object"),
+            ("{\"text\": \"a\"} 2", "not one JSON object"),
+            ("{\"text\": \"a", "not valid JSON"),
+        ] {
+            let err = read(line, "text", false, 100).unwrap_err();
+            assert!(err.contains(want), "{line}: {err}");
+        }
+        let mut bytes = b"{\"text\": \"ok\"}\n{\"text\": \"caf".to_vec();
+        bytes.extend_from_slice(b"\xe9\"}\n");
+        let field = vec!["text".to_string()];
+        let mut r = Records::new(&bytes[..], Path::new("l.jsonl"), &field, false);
+        let err = r.next_batch(100).unwrap_err();
+        assert!(err.contains("line 2 (byte offset 15): not valid UTF-8"), "{err}");
+    }
+}
