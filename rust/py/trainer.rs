@@ -148,11 +148,14 @@ impl Trainer {
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
                 let read = std::sync::atomic::AtomicU64::new(0);
+                let mut n_records = 0u64;
                 let skipped = records::for_each_batch(&paths, &field, skip_bad, records::BATCH_BYTES, &read, |batch| {
                     let docs: Vec<&str> = batch.docs().collect();
                     let found = train::count_documents(splitter, &docs)?;
                     *counts = train::merge_counts(std::mem::take(counts), found);
+                    n_records += docs.len() as u64;
                     pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
+                    pb.set_message(format!(", {} records", crate::progress::count(n_records)));
                     check_interrupt()
                 })?;
                 pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
