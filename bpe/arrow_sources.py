@@ -33,9 +33,11 @@ from bpe import _core
 
 INSTALL_HINT = "pip install 'bpe[data]'"
 
-#: About this many bytes of text go to Rust per call: enough to keep every
-#: core busy (and the calls few), little enough to bound memory.
-BATCH_BYTES = 16 << 20
+#: About this many bytes of text go to Rust per call. Each call ends with
+#: its counts merged into the trainer's, a cost per batch: counting 50 MB in
+#: batches of 16 MB took 18% more CPU than reading one text file, in
+#: batches of 64 MB 2% more. Memory: two batches (one read ahead).
+BATCH_BYTES = 64 << 20
 
 #: File name endings read as Parquet.
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
@@ -222,7 +224,7 @@ def _parquet(pa, path: str, column: str, batch_rows: Optional[int]) -> Iterator[
         # (uncompressed, every column read: an upper bound).
         meta = file.metadata
         size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        batch_rows = max(1, min(1 << 16, int(meta.num_rows * BATCH_BYTES / max(1, size))))
+        batch_rows = max(1, min(1 << 20, int(meta.num_rows * BATCH_BYTES / max(1, size))))
     reader = file.iter_batches(batch_size=batch_rows, columns=[head])
     while True:
         try:
