@@ -165,6 +165,26 @@ impl Trainer {
         })
     }
 
+    /// Counts the records of an Arrow string array (`arrow.rs`), each one
+    /// document, all cores, GIL released. `array`: its parts, `(validity,
+    /// offsets, data, offset_width, offset, length)`; a bad record is an
+    /// error naming `name` and its row (`first_row` + index), or with
+    /// `skip_bad` skipped. Returns the number skipped and the first one's
+    /// description.
+    fn feed_arrow(
+        &mut self,
+        py: Python<'_>,
+        array: super::arrow::Parts<'_>,
+        name: &str,
+        first_row: u64,
+        skip_bad: bool,
+    ) -> PyResult<(u64, Option<String>)> {
+        let rows = super::arrow::Rows { name, first_row, skip_bad };
+        let (batch, skipped) = super::arrow::count_records(py, &self.splitter, &array, &rows)?;
+        self.counts = train::merge_counts(std::mem::take(&mut self.counts), batch);
+        Ok((skipped.count, skipped.first))
+    }
+
     /// Number of distinct chunks counted so far.
     fn n_chunks(&self) -> usize {
         self.counts.len()
