@@ -547,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
 class _StdinAsFile:
     """Standard input copied to a temporary file that stands for ``-``, where
     a file is needed: for ``train`` (which sizes and checks its files before
-    reading them), and for any command when an in-process caller (a test, a
+    reading them) and Parquet, and for any command when an in-process caller (a test, a
     notebook) replaced ``sys.stdin`` by a Python object (the core reads
     descriptor 0). Messages name it ``<stdin>``, never the temporary file."""
 
@@ -556,7 +556,9 @@ class _StdinAsFile:
 
     def __enter__(self):
         files = list(getattr(self.args, "files", None) or []) + [getattr(self.args, "file", None)]
-        if STDIN not in files or (_fd(sys.stdin) == 0 and self.args.func is not cmd_train):
+        # Training sizes its files first; Parquet is read by seeking to its footer.
+        needs_file = self.args.func is cmd_train or getattr(self.args, "input_format", None) == "parquet"
+        if STDIN not in files or (_fd(sys.stdin) == 0 and not needs_file):
             return self
         fd, self.tmp = tempfile.mkstemp(prefix="bpe-stdin-", suffix=".txt")
         with os.fdopen(fd, "wb") as f:
