@@ -1,4 +1,4 @@
-"""The `bpe` command line: train, encode, decode, info, and gpt (train/sample).
+"""The `bpe` command line: train, count, encode, decode, info, and gpt (train/sample).
 
 Conventions, the same for every command:
 - ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
@@ -163,19 +163,26 @@ def _total_bytes(paths: list[str]) -> int | None:
 def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
         raise CommandLineError("--special and --no-special contradict each other; give one")
+    _check_from_counts(args)
     files = _inputs(args.files, streams=False)
     check_output_file(args.output, force=args.force)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tok = Tokenizer.train(
-            [Path(f) for f in files],
-            args.vocab,
-            pattern=args.pattern,
-            special_tokens=specials,
-            progress=progress,
-        )
+        if args.from_counts:
+            tok = Tokenizer.train_from_counts(args.from_counts, args.vocab, special_tokens=specials,
+                                              min_frequency=args.min_frequency, progress=progress)
+        else:
+            tok = Tokenizer.train(
+                [Path(f) for f in files],
+                args.vocab,
+                pattern=args.pattern or "gpt4",
+                special_tokens=specials,
+                progress=progress,
+                max_memory=args.max_memory,
+                min_frequency=args.min_frequency,
+            )
     for w in caught:  # one line each, not Python's file:line: UserWarning form
         print(f"bpe: warning: {w.message}", file=sys.stderr)
     atomic_write(args.output, lambda f: f.write(tok._dumps().encode("utf-8")), force=args.force)
@@ -183,6 +190,66 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(f"wrote {args.output}: {tok.n_vocab} tokens ({len(tok.merges)} merges, "
               f"{len(tok.special_tokens)} special), pattern {pattern_name(tok.pattern) or 'custom'}",
               file=sys.stderr)
+
+
+def _check_from_counts(args: argparse.Namespace) -> None:
+    """FILEs or --from-counts TABLE, and what each goes with."""
+    if args.from_counts is None:
+        if not args.files:
+            raise CommandLineError("give FILEs to train on (- for standard input), or --from-counts TABLE")
+        return
+    if args.files:
+        raise CommandLineError("give FILEs or --from-counts, not both (merge count tables with `bpe count --merge`)")
+    if args.pattern is not None:
+        raise CommandLineError("--pattern comes from the count table with --from-counts; leave it out")
+    if args.max_memory is not None:
+        raise CommandLineError("--max-memory caps counting, and --from-counts counts nothing; leave it out")
+    check_readable_file(args.from_counts)
+
+
+# -- count ------------------------------------------------------------------------
+
+
+def cmd_count(args: argparse.Namespace) -> None:
+    from bpe.counts import Counts, count
+
+    check_output_file(args.output, force=args.force)
+    if args.merge:
+        if args.pattern is not None or args.max_memory is not None:
+            raise CommandLineError("--merge merges count tables as they are; leave out --pattern and --max-memory")
+        entries, total = Counts.merge_files(args.files, args.output, force=args.force)
+        pattern = None
+    else:
+        files = _inputs(args.files, streams=False)
+        counts = count([Path(f) for f in files], pattern=args.pattern or "gpt4", max_memory=args.max_memory,
+                       progress=False if args.quiet else None)
+        (entries, total), pattern = counts.save(args.output, force=args.force), counts.pattern
+    if not args.quiet:
+        named = "" if pattern is None else f", pattern {pattern_name(pattern) or 'custom'}"
+        print(f"wrote {args.output}: {entries:,} distinct chunks, {total:,} in all{named}", file=sys.stderr)
+
+
+def _memory(text: str) -> int:
+    """--max-memory: '2G', '512M', bytes (powers of 1024)."""
+    from bpe.counts import parse_memory
+
+    try:
+        return parse_memory(text, "--max-memory")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _at_least_1(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _count_args(p: argparse.ArgumentParser) -> None:
+    """--max-memory (counting): for `train` and `count`."""
+    p.add_argument("--max-memory", type=_memory, metavar="SIZE",
+                   help="cap on the counting maps, e.g. 2G or 512M (powers of 1024): past it, counts spill "
+                        "to sorted files in TMPDIR, merged exactly at the end (default: no cap)")
 
 
 # -- encode -----------------------------------------------------------------------
@@ -421,11 +488,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="learn a vocabulary from UTF-8 text files",
                        description="Learn a byte-level BPE vocabulary from UTF-8 text files (each one document).")
-    t.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files, each one document (- for standard input)")
+    t.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files, each one document (- for standard input)")
     t.add_argument("--vocab", required=True, type=parse_size, metavar="N",
                    help="vocabulary size, special tokens included: 50000, 50k, 32Ki")
-    t.add_argument("--pattern", default="gpt4",
+    t.add_argument("--pattern",
                    help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
+    t.add_argument("--from-counts", metavar="TABLE",
+                   help="train from a count table (.bpec, from `bpe count`) instead of FILEs; its pattern is used")
+    _count_args(t)
+    t.add_argument("--min-frequency", type=_at_least_1, metavar="N",
+                   help="leave out chunks seen fewer than N times in all (less memory for the merge loop; "
+                        "default: keep every chunk)")
     t.add_argument("--special", action="append", metavar="TOKEN",
                    help="a special token (repeatable; default <|endoftext|>)")
     t.add_argument("--no-special", action="store_true", help="no special tokens")
@@ -433,6 +506,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the tokenizer file to write (default tokenizer.bpe)")
     _common_args(t)
     t.set_defaults(func=cmd_train)
+
+    c = sub.add_parser(
+        "count",
+        help="count the chunks of text files into a count table (.bpec), or merge count tables",
+        description="Count the distinct pre-tokenized chunks of UTF-8 text files (each one document) into a "
+        "count table, the whole input of training: count shards apart, merge their tables with --merge, "
+        "and `bpe train --from-counts` gives the tokenizer training on all shards at once would.",
+    )
+    c.add_argument("files", nargs="+", metavar="FILE",
+                   help="UTF-8 text files, each one document (- for standard input); with --merge, count tables")
+    c.add_argument("--merge", action="store_true", help="FILEs are count tables (.bpec): merge them into one")
+    c.add_argument("--pattern", help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
+    _count_args(c)
+    c.add_argument("-o", "--output", required=True, metavar="FILE", help="the count table to write (.bpec)")
+    _common_args(c)
+    c.set_defaults(func=cmd_count)
 
     e = sub.add_parser(
         "encode",
@@ -499,7 +588,7 @@ class _StdinAsFile:
 
     def __enter__(self):
         files = list(getattr(self.args, "files", None) or []) + [getattr(self.args, "file", None)]
-        if STDIN not in files or (_fd(sys.stdin) == 0 and self.args.func is not cmd_train):
+        if STDIN not in files or (_fd(sys.stdin) == 0 and self.args.func not in (cmd_train, cmd_count)):
             return self
         fd, self.tmp = tempfile.mkstemp(prefix="bpe-stdin-", suffix=".txt")
         with os.fdopen(fd, "wb") as f:
