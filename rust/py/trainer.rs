@@ -277,15 +277,14 @@ impl Trainer {
     /// Writes the counts as a table into the open descriptor `fd` (`name`
     /// for errors); the counts stay (moved into a run if some were spilled).
     /// Returns (entries, total).
-    #[pyo3(signature = (fd, name, min_frequency = 1))]
-    fn save_counts(&mut self, py: Python<'_>, fd: i32, name: &str, min_frequency: u64) -> PyResult<(u64, u64)> {
+    fn save_counts(&mut self, py: Python<'_>, fd: i32, name: &str) -> PyResult<(u64, u64)> {
         let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
             guard(|| {
                 let file = borrowed(fd);
                 let mut out = table::TableWriter::new(&*file, name, spill.pattern())?;
                 let mut n = 0u64;
-                spill.sorted(counts, min_frequency, |chunk, count| {
+                spill.sorted(counts, 1, |chunk, count| {
                     n += 1;
                     if n % (1 << 20) == 0 {
                         check_interrupt()?;
@@ -324,34 +323,6 @@ impl Trainer {
             })
         })?;
         Ok(trainer)
-    }
-
-    /// Adds the counts of the table at `path` (counted with this pattern).
-    fn add_counts_file(&mut self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        let (counts, spill) = (&mut self.counts, &mut self.spill);
-        py.allow_threads(|| {
-            let _free = crate::ReturnFreedMemory::new();
-            guard(|| {
-                let mut table = table::TableReader::open(&path)?;
-                if table.pattern() != spill.pattern() {
-                    return Err(format!(
-                        "cannot add {}: it was counted with another split pattern than these counts; \
-                         count both with the same pattern",
-                        path.display()
-                    ));
-                }
-                let mut n = 0u64;
-                while let Some((chunk, count)) = table.next_entry()? {
-                    counts.add(chunk, count);
-                    n += 1;
-                    if n % (1 << 16) == 0 {
-                        spill.check(counts)?;
-                        check_interrupt()?;
-                    }
-                }
-                spill.check(counts)
-            })
-        })
     }
 
     /// Adds `other`'s counts (spilled ones included) to these.
@@ -402,17 +373,9 @@ impl Trainer {
 
     /// Merges the tables at `paths` (one pattern) into a table written into
     /// the open descriptor `fd` (`name` for errors), one entry per table in
-    /// memory, leaving out chunks seen fewer than `min_frequency` times in
-    /// all. Returns the pattern, and (entries, total) written.
+    /// memory. Returns the pattern, and (entries, total) written.
     #[staticmethod]
-    #[pyo3(signature = (paths, fd, name, min_frequency = 1))]
-    fn merge_count_files(
-        py: Python<'_>,
-        paths: Vec<PathBuf>,
-        fd: i32,
-        name: &str,
-        min_frequency: u64,
-    ) -> PyResult<(String, u64, u64)> {
+    fn merge_count_files(py: Python<'_>, paths: Vec<PathBuf>, fd: i32, name: &str) -> PyResult<(String, u64, u64)> {
         py.allow_threads(|| {
             guard(|| {
                 let tables = table::open_all(&paths)?;
@@ -426,7 +389,7 @@ impl Trainer {
                         check_interrupt()?;
                     }
                     out.add(chunk, count)
-                }, min_frequency)?;
+                }, 1)?;
                 let (entries, total, _) = out.finish()?;
                 Ok((pattern, entries, total))
             })

@@ -86,8 +86,9 @@ impl ChunkCounts {
         self.len() == 0
     }
 
-    /// About how many bytes the maps' tables hold (the buckets, used or
-    /// not, and long chunks' keys at a measured average), for `spill.rs`'s cap.
+    /// About how many bytes the maps hold: their buckets, used or not, and
+    /// 48 bytes per long chunk's key (16 to 40 bytes, as the allocator
+    /// rounds them; longer ones are rare). For `spill.rs`'s cap.
     pub fn memory_bytes(&self) -> usize {
         // A table of capacity c has about c * 8 / 7 buckets, each an entry
         // and a control byte.
