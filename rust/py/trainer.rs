@@ -151,7 +151,7 @@ impl Trainer {
     fn feed_records(&mut self, py: Python<'_>, paths: Vec<PathBuf>, field: Vec<String>, skip_bad: bool, progress: bool) -> PyResult<Vec<u64>> {
         let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
         let splitter = &self.splitter;
-        let counts = &mut self.counts;
+        let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
             let _free = crate::ReturnFreedMemory::new();
             guard(|| {
@@ -162,6 +162,7 @@ impl Trainer {
                     let docs: Vec<&str> = batch.docs().collect();
                     let found = train::count_documents(splitter, &docs)?;
                     *counts = train::merge_counts(std::mem::take(counts), found);
+                    spill.check(counts)?; // under the memory cap, if any
                     n_records += docs.len() as u64;
                     pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
                     pb.set_message(format!(", {} records", crate::progress::count(n_records)));
@@ -191,6 +192,7 @@ impl Trainer {
         let rows = super::arrow::Rows { name, first_row, skip_bad };
         let (batch, skipped) = super::arrow::count_records(py, &self.splitter, &array, &rows)?;
         self.counts = train::merge_counts(std::mem::take(&mut self.counts), batch);
+        guard(|| self.spill.check(&mut self.counts))?; // under the memory cap, if any
         Ok((skipped.count, skipped.first))
     }
 
