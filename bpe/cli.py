@@ -212,7 +212,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
 
     def write(fd: int) -> None:
         with Bar("encoding", total_bytes(paths), args.quiet) as progress:
-            done.append(streams.encode_tofd_of(tok, paths, fd, fmt, options=options, allowed_special=allowed,
+            done.append(streams.encode_to_fd(tok, paths, fd, fmt, options=options, allowed_special=allowed,
                                              disallowed_special=disallowed, num_threads=args.threads,
                                              progress=progress))
 
@@ -322,7 +322,7 @@ def cmd_decode(args: argparse.Namespace) -> None:
     errors = "bytes" if args.bytes else args.errors
     if args.output is not None:
         check_output_file(args.output, force=args.force)
-    write_output(args.output, args.force, lambda fd: streams.decode_tofd_of(tok, args.file, fd, dtype=dtype, errors=errors))
+    write_output(args.output, args.force, lambda fd: streams.decode_to_fd(tok, args.file, fd, dtype=dtype, errors=errors))
 
 
 # -- info -------------------------------------------------------------------------
