@@ -101,7 +101,9 @@ impl<'a, R: BufRead> Records<'a, R> {
         if self.done {
             return Ok(None);
         }
-        let mut batch = Batch::default();
+        // Room for the whole batch at once: growing it by doubling copied
+        // and page-faulted it again at each step.
+        let mut batch = Batch { text: String::with_capacity(batch_bytes + (64 << 10)), ..Batch::default() };
         while batch.text.len() < batch_bytes {
             self.line_buf.clear();
             // At most one byte past the cap is read: enough to know the line is too long.
