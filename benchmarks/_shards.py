@@ -386,10 +386,12 @@ def rows_for(man: dict, out: Path, vocab: int, max_mem: bool, anchors: list[str]
     return rows
 
 
-def shards_section(args, shared: Path, results: dict, log=print) -> dict:
+def shards_section(args, shared: Path, results: dict, log=print, folder: Path | None = None) -> dict:
     """Generates (or finds) each corpus of ``args.shards_gb`` and measures
     every row on it; returns the section's results (also put in
-    ``results["shards"]``)."""
+    ``results["shards"]``). With ``folder``, the report so far is written
+    there after each size (a long run cut short keeps what it measured)."""
+    t0 = time.perf_counter()
     anchors = [a for a in ("hf", "gigatoken") if a in args.anchor_list]
     max_mem = has_max_memory()
     sec = {"vocab": VOCAB, "max_memory_flag": max_mem, "repeats": args.repeats, "sizes": []}
@@ -449,6 +451,9 @@ def shards_section(args, shared: Path, results: dict, log=print) -> dict:
                     if shas:
                         row["sha256"] = sorted(shas)
                 size["rows"].append(row)
+        if folder is not None:
+            results["seconds"] = time.perf_counter() - t0
+            write(results, folder)
     return sec
 
 

@@ -333,7 +333,7 @@ def shards_run(args, corp: dict, info: dict) -> None:
            "command": "python benchmarks/run.py " + " ".join(sys.argv[1:])}
     section(f"Shards: training from .jsonl.zst shards vs plain text ({', '.join(f'{g:g}' for g in args.shards_gb)} GB)",
             res, "shards")
-    _shards.shards_section(args, corp["shared"], res)
+    _shards.shards_section(args, corp["shared"], res, folder=Path(args.results))
     res["seconds"] = time.perf_counter() - t0
     md = _shards.write(res, Path(args.results))
     text = md.read_text()
