@@ -119,20 +119,59 @@ def cut_records(data: bytes, rng: random.Random) -> list[tuple[int, int]]:
     return out
 
 
+def _params(gb: float) -> dict:
+    return {"format": FORMAT, "gb": gb, "seed": SEED, "sources": list(SOURCES), "record": [MIN_RECORD, MAX_RECORD],
+            "shard_text": SHARD_TEXT, "zstd_level": ZSTD_LEVEL}
+
+
+def cached(gb: float) -> dict | None:
+    """The manifest of the cached corpus of ``gb`` GB, if it is there,
+    made with the generator's present settings and unchanged since."""
+    man_path = cache_folder(gb) / "manifest.json"
+    try:
+        man = json.loads(man_path.read_text())
+    except (OSError, ValueError):
+        return None
+    return man if man.get("params") == _params(gb) and _files_unchanged(man) else None
+
+
+def build_in_child(gb: float, shared: Path, timeout: float) -> dict:
+    """The corpus, generated (when it is not cached) in a child process:
+    the driver must stay small, because a child forked from it starts with
+    the driver's resident memory as its peak RSS (Linux carries it over
+    fork and exec), and generating holds the 253 MB of sources and every
+    record's place."""
+    man = cached(gb)
+    if man is None:
+        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--build", f"{gb:g}", str(shared)],
+                           timeout=timeout)
+        man = cached(gb)
+        if p.returncode != 0 or man is None:
+            raise SystemExit(f"generating the {gb:g} GB shards corpus failed (exit status {p.returncode})")
+    return man
+
+
+def driver_rss_mb() -> dict:
+    """This process's resident memory now and at its peak (MiB)."""
+    out = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return out
+
+
 def build(gb: float, shared: Path, log=print) -> dict:
     """The corpus of ``gb`` GB of text (built now or found in the cache):
     its manifest, with ``dir`` (the shards), ``txt`` and the figures."""
     folder = cache_folder(gb)
     man_path = folder / "manifest.json"
-    want = {"format": FORMAT, "gb": gb, "seed": SEED, "sources": list(SOURCES), "record": [MIN_RECORD, MAX_RECORD],
-            "shard_text": SHARD_TEXT, "zstd_level": ZSTD_LEVEL}
-    if man_path.exists():
-        try:
-            man = json.loads(man_path.read_text())
-        except ValueError:
-            man = {}
-        if man.get("params") == want and _files_unchanged(man):
-            return man
+    want = _params(gb)
+    man = cached(gb)
+    if man is not None:
+        return man
     import zstandard
 
     srcs = [_corpora.prepare(name, shared, log) for name in SOURCES]
@@ -399,8 +438,11 @@ def shards_section(args, shared: Path, results: dict, log=print, folder: Path | 
         log(f"  the installed `bpe train --help` has no --max-memory: that row is skipped")
     results["shards"] = sec
     for gb in args.shards_gb:
-        man = build(gb, shared, log)
-        size = {"gb": gb, "manifest": {k: v for k, v in man.items() if k not in ("files",)}, "rows": []}
+        man = build_in_child(gb, shared, args.timeout)
+        size = {"gb": gb, "manifest": {k: v for k, v in man.items() if k not in ("files",)}, "rows": [],
+                "driver_rss_mb": driver_rss_mb()}
+        log(f"  driver process: {size['driver_rss_mb'].get('VmRSS', 0):.0f} MB resident (a child's peak RSS "
+            f"starts from this)", flush=True)
         sec["sizes"].append(size)
         with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp:
             out = Path(tmp)
@@ -556,7 +598,10 @@ def report(results: dict) -> str:
                   f"text {man['text_bytes'] / MB:,.0f} MB (" + ", ".join(
                       f"{k} {v / MB:,.0f}" for k, v in man["by_source"].items()) + f" MB); "
                   f"{man['shards']} shards, {man['zst_bytes'] / MB:,.0f} MB of zstd; all.txt "
-                  f"{man['txt_bytes'] / MB:,.0f} MB.", ""]
+                  f"{man['txt_bytes'] / MB:,.0f} MB. The driver held "
+                  f"{size.get('driver_rss_mb', {}).get('VmRSS', 0):.0f} MB when it started the children (no peak "
+                  "below can be smaller: Linux gives a child the resident memory it was forked with as its "
+                  "starting peak).", ""]
         rows = []
         for r in size["rows"]:
             who = {"bpe": "**bpe (us)**", "hf": "HF tokenizers `train_from_iterator`",
@@ -614,8 +659,10 @@ def write(results: dict, folder: Path) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--build":
-        shared = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
-        print(json.dumps({k: v for k, v in build(float(sys.argv[2]), shared).items() if k != "files"}, indent=1))
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--build":  # --build GB [SHARED]
+        shared = Path(sys.argv[3]) if len(sys.argv) == 4 else Path(__file__).resolve().parents[2] / "shared" / "corpora"
+        man = build(float(sys.argv[2]), shared)
+        print(f"  {man['dir']}: {man['shards']} shards, {man['zst_bytes'] / MB:,.0f} MB of zstd; "
+              f"{man['txt']}: {man['txt_bytes'] / MB:,.0f} MB", flush=True)
     else:
         child_main(sys.argv[1])
