@@ -66,12 +66,14 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on how it was ins
         raise
     _core = _installed_core()
 from bpe._core import GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN
+from bpe.counts import Counts, count
 from bpe.fileformat import TokenizerFileError
 from bpe.patterns import PATTERNS, pretokenize, resolve_pattern
 from bpe.specials import ENDOFTEXT
 from bpe.tokenizer import Tokenizer
 
 __all__ = [
+    "Counts",
     "ENDOFTEXT",
     "GPT2_PATTERN",
     "GPT4_PATTERN",
@@ -79,6 +81,7 @@ __all__ = [
     "PATTERNS",
     "Tokenizer",
     "TokenizerFileError",
+    "count",
     "pretokenize",
     "resolve_pattern",
 ]

@@ -1,4 +1,4 @@
-"""The `bpe` command line: train, encode, decode, info, and gpt (train/sample).
+"""The `bpe` command line: train, count, encode, decode, info, and gpt (train/sample).
 
 Conventions, the same for every command:
 - ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
@@ -20,29 +20,31 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
-import stat
 import sys
-import tempfile
 import warnings
 from decimal import Decimal
 from pathlib import Path
 
-from bpe import gpt_cli
+from bpe import gpt_cli, sources
+from bpe.cli_io import (
+    STDIN,
+    Bar,
+    CommandLineError,
+    StdinAsFile,
+    inputs,
+    is_stream,
+    report_skipped,
+    source_options,
+    special_lists,
+    special_policy,
+    total_bytes,
+    write_output,
+)
 from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file
-
-
-class CommandLineError(UsageError):
-    """Arguments that contradict each other or do not go together: shown as
-    argparse shows its own errors, under the command, with exit status 2."""
-from bpe import sources
 from bpe.patterns import PATTERNS, pattern_name
-from bpe.sources import SourceOptions
 from bpe.tokenizer import Tokenizer
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "ki": 1024, "mi": 1024**2}
-
-STDIN = "-"
 
 #: What `-o FILE` writes by the file's extension, when --format is not given
 #: (any other name is a dataset directory).
@@ -67,133 +69,35 @@ def _load(spec: str) -> Tokenizer:
     return load_tokenizer(spec)
 
 
-def _inputs(files: list[str], options: SourceOptions | None = None, *, streams: bool = True) -> list[str]:
-    """The input files, directories and globs expanded (``bpe/sources.py``),
-    checked up front (so a bad one fails before any output). ``-`` is stdin
-    (at most once); with ``streams``, a pipe such as ``<(zcat c.gz)`` is
-    read once, like stdin (the core checks it for NUL bytes as it reads),
-    else it is refused by ``check_text_file``."""
-    if files.count(STDIN) > 1:
-        raise CommandLineError("- (standard input) can be read only once; give it once")
-    options = options or SourceOptions()
-    return [f if f == STDIN or (streams and _is_stream(f)) else sources.check(f, options)
-            for f in sources.expand(files)]
-
-
-def _source_options(args) -> SourceOptions:
-    return SourceOptions(text_field=args.text_field, skip_bad=args.skip_bad, input_format=args.input_format)
-
-
-def _report_skipped(skipped: dict[str, int]) -> None:
-    message = sources.skipped_message(skipped)
-    if message:
-        print(f"bpe: warning: {message}", file=sys.stderr)
-
-
-def _is_stream(path: str) -> bool:
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
-
-
-def _special_policy(args) -> dict:
-    """tiktoken's rule, as in Python's ``encode``: special-token text in the
-    input is an error unless --allow-special (encode it as the special
-    token) or --special-as-text (encode it as ordinary text)."""
-    if args.allow_special:
-        return {"allowed_special": "all", "disallowed_special": ()}
-    if args.special_as_text:
-        return {"allowed_special": (), "disallowed_special": ()}
-    return {"allowed_special": (), "disallowed_special": "all"}
-
-
-def _special_lists(tok: Tokenizer, args) -> tuple[list[str], list[str]]:
-    policy = _special_policy(args)
-    allowed = tok._allowed(policy["allowed_special"])
-    return sorted(allowed), sorted(tok._disallowed(allowed, policy["disallowed_special"]))
-
-
-def _fd(stream) -> int | None:
-    """The file descriptor behind a standard stream, or None when an
-    in-process caller (a test, a notebook) replaced it by a Python object."""
-    try:
-        return stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _write_output(path: str | None, force: bool, write) -> None:
-    """Runs ``write(fd)`` into standard output, or into ``path`` atomically."""
-    if path is None:
-        sys.stdout.flush()
-        fd = _fd(sys.stdout)
-        if fd is not None:
-            write(fd)
-            return
-        with tempfile.TemporaryFile() as f:  # stdout is a Python object: write, then copy
-            write(f.fileno())
-            f.seek(0)
-            data = f.read()
-        if hasattr(sys.stdout, "buffer"):
-            sys.stdout.buffer.write(data)
-        else:
-            sys.stdout.write(data.decode("utf-8", "replace"))
-        return
-
-    def fill(f):
-        f.flush()
-        write(f.fileno())
-
-    atomic_write(path, fill, force=force)
-
-
-class _Bar:
-    """Progress over ``total`` bytes of input (when stderr is a terminal and
-    not --quiet), as the core reports it between blocks."""
-
-    def __init__(self, what: str, total: int | None, quiet: bool):
-        from bpe.progress import Progress
-
-        self.bar = Progress(what, total=total, unit="bytes", show=False if quiet else None)
-
-    def __enter__(self):
-        self.bar.__enter__()
-        return self.bar.update
-
-    def __exit__(self, *exc):
-        return self.bar.__exit__(*exc)
-
-
-def _total_bytes(paths: list[str]) -> int | None:
-    if any(p == STDIN or _is_stream(p) for p in paths):
-        return None
-    return sum(os.path.getsize(p) for p in paths)
-
-
 # -- train ------------------------------------------------------------------------
 
 
 def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
         raise CommandLineError("--special and --no-special contradict each other; give one")
-    options = _source_options(args)
-    files = _inputs(args.files, options, streams=False)
+    _check_from_counts(args)
+    options = source_options(args)
+    files = inputs(args.files, options, streams=False)
     check_output_file(args.output, force=args.force)
     specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tok = Tokenizer.train(
-            [Path(f) for f in files],
-            args.vocab,
-            pattern=args.pattern,
-            special_tokens=specials,
-            progress=progress,
-            text_field=options.text_field,
-            skip_bad=options.skip_bad,
-        )
+        if args.from_counts:
+            tok = Tokenizer.train_from_counts(args.from_counts, args.vocab, special_tokens=specials,
+                                              min_frequency=args.min_frequency, progress=progress)
+        else:
+            tok = Tokenizer.train(
+                [Path(f) for f in files],
+                args.vocab,
+                pattern=args.pattern or "gpt4",
+                special_tokens=specials,
+                progress=progress,
+                text_field=options.text_field,
+                skip_bad=options.skip_bad,
+                max_memory=args.max_memory,
+                min_frequency=args.min_frequency,
+            )
     for w in caught:  # one line each, not Python's file:line: UserWarning form
         print(f"bpe: warning: {w.message}", file=sys.stderr)
     atomic_write(args.output, lambda f: f.write(tok._dumps().encode("utf-8")), force=args.force)
@@ -201,6 +105,72 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(f"wrote {args.output}: {tok.n_vocab} tokens ({len(tok.merges)} merges, "
               f"{len(tok.special_tokens)} special), pattern {pattern_name(tok.pattern) or 'custom'}",
               file=sys.stderr)
+
+
+def _check_from_counts(args: argparse.Namespace) -> None:
+    """FILEs or --from-counts TABLE, and what each goes with."""
+    if args.from_counts is None:
+        if not args.files:
+            raise CommandLineError("give FILEs to train on (- for standard input), or --from-counts TABLE")
+        return
+    if args.files:
+        raise CommandLineError("give FILEs or --from-counts, not both (merge count tables with `bpe count --merge`)")
+    if args.pattern is not None:
+        raise CommandLineError("--pattern comes from the count table with --from-counts; leave it out")
+    if args.max_memory is not None:
+        raise CommandLineError("--max-memory caps counting, and --from-counts counts nothing; leave it out")
+    check_readable_file(args.from_counts)
+
+
+# -- count ------------------------------------------------------------------------
+
+
+def cmd_count(args: argparse.Namespace) -> None:
+    from bpe.counts import Counts, count
+
+    check_output_file(args.output, force=args.force)
+    if args.merge:
+        if args.pattern is not None or args.max_memory is not None:
+            raise CommandLineError("--merge merges count tables as they are; leave out --pattern and --max-memory")
+        entries, total = Counts.merge_files(args.files, args.output, force=args.force)
+        pattern = None
+    else:
+        options = source_options(args)
+        files = inputs(args.files, options, streams=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            counts = count([Path(f) for f in files], pattern=args.pattern or "gpt4", max_memory=args.max_memory,
+                           progress=False if args.quiet else None, text_field=options.text_field,
+                           skip_bad=options.skip_bad)
+        for w in caught:
+            print(f"bpe: warning: {w.message}", file=sys.stderr)
+        (entries, total), pattern = counts.save(args.output, force=args.force), counts.pattern
+    if not args.quiet:
+        named = "" if pattern is None else f", pattern {pattern_name(pattern) or 'custom'}"
+        print(f"wrote {args.output}: {entries:,} distinct chunks, {total:,} in all{named}", file=sys.stderr)
+
+
+def _memory(text: str) -> int:
+    """--max-memory: '2G', '512M', bytes (powers of 1024)."""
+    from bpe.counts import parse_memory
+
+    try:
+        return parse_memory(text, "--max-memory")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _at_least_1(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _count_args(p: argparse.ArgumentParser) -> None:
+    """--max-memory (counting): for `train` and `count`."""
+    p.add_argument("--max-memory", type=_memory, metavar="SIZE",
+                   help="cap on the counting maps, e.g. 2G or 512M (powers of 1024): past it, counts spill "
+                        "to sorted files in TMPDIR, merged exactly at the end (default: no cap)")
 
 
 # -- encode -----------------------------------------------------------------------
@@ -235,19 +205,19 @@ def cmd_encode(args: argparse.Namespace) -> None:
         check_output_file(args.output, force=args.force)
     if args.text is not None:
         return _encode_text(tok, args, fmt)
-    options = _source_options(args)
-    paths = _inputs(args.files, options)
-    allowed, disallowed = _special_lists(tok, args)
+    options = source_options(args)
+    paths = inputs(args.files, options)
+    allowed, disallowed = special_lists(tok, args)
     done = []
 
     def write(fd: int) -> None:
-        with _Bar("encoding", _total_bytes(paths), args.quiet) as progress:
-            done.append(streams.encode_to_fd(tok, paths, fd, fmt, options=options, allowed_special=allowed,
+        with Bar("encoding", total_bytes(paths), args.quiet) as progress:
+            done.append(streams.encode_tofd_of(tok, paths, fd, fmt, options=options, allowed_special=allowed,
                                              disallowed_special=disallowed, num_threads=args.threads,
                                              progress=progress))
 
-    _write_output(args.output, args.force, write)
-    _report_skipped(done[0].skipped)
+    write_output(args.output, args.force, write)
+    report_skipped(done[0].skipped)
 
 
 def _seekable(stream) -> bool:
@@ -263,7 +233,7 @@ def _encode_text(tok: Tokenizer, args, fmt: str) -> None:
     from bpe import streams
 
     try:
-        ids = tok.encode(args.text, **_special_policy(args))
+        ids = tok.encode(args.text, **special_policy(args))
     except ValueError as e:
         if "disallowed" not in str(e):
             raise
@@ -276,7 +246,7 @@ def _encode_text(tok: Tokenizer, args, fmt: str) -> None:
         body = (json.dumps(ids) + "\n").encode()
     else:
         body = (" ".join(map(str, ids)) + "\n").encode()
-    _write_output(args.output, args.force, lambda fd: _write_all(fd, body))
+    write_output(args.output, args.force, lambda fd: _write_all(fd, body))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -292,8 +262,8 @@ def _encode_dataset(args) -> None:
         raise CommandLineError("a dataset is made from files (each split by its size): save standard input or --text to a file first")
     if args.val_fraction is not None and not 0 <= args.val_fraction < 1:
         raise UsageError(f"--val-fraction must be at least 0 and below 1, got {args.val_fraction}")
-    options = _source_options(args)
-    files = _inputs(args.files, options, streams=False)
+    options = source_options(args)
+    files = inputs(args.files, options, streams=False)
     if any(sources.kind(f, options) != "text" or sources.compressed(f) for f in files):
         raise CommandLineError("a dataset (-o DIR) is split by bytes of plain text files; for records (JSON Lines, "
                                "Parquet) or compressed files write --format numpy, or decompress first")
@@ -307,7 +277,7 @@ def _encode_dataset(args) -> None:
         progress=False if args.quiet else None,
         tokenizer_name=args.tokenizer,
         force=args.force,
-        **_special_policy(args),
+        **special_policy(args),
     )
     s = meta["splits"]
     if not args.quiet:
@@ -352,7 +322,7 @@ def cmd_decode(args: argparse.Namespace) -> None:
     errors = "bytes" if args.bytes else args.errors
     if args.output is not None:
         check_output_file(args.output, force=args.force)
-    _write_output(args.output, args.force, lambda fd: streams.decode_to_fd(tok, args.file, fd, dtype=dtype, errors=errors))
+    write_output(args.output, args.force, lambda fd: streams.decode_tofd_of(tok, args.file, fd, dtype=dtype, errors=errors))
 
 
 # -- info -------------------------------------------------------------------------
@@ -362,13 +332,13 @@ def cmd_info(args: argparse.Namespace) -> None:
     from bpe import streams
 
     tok = _load(args.tokenizer)
-    options = _source_options(args)
-    paths = _inputs(args.files, options)
+    options = source_options(args)
+    paths = inputs(args.files, options)
     counted = streams.Encoded()
     if paths:
         # Count first, print after: a bad FILE gives one error line only.
-        allowed, disallowed = _special_lists(tok, args)
-        with _Bar("counting", _total_bytes(paths), args.quiet) as progress:
+        allowed, disallowed = special_lists(tok, args)
+        with Bar("counting", total_bytes(paths), args.quiet) as progress:
             counted = streams.count_tokens(tok, paths, options=options, allowed_special=allowed,
                                            disallowed_special=disallowed, num_threads=args.threads,
                                            progress=progress)
@@ -387,7 +357,7 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(f"longest token:   {len(longest)} bytes: {longest!r}")
     # Bytes per token only where the bytes are the text's own (not records
     # in JSON, not compressed).
-    sizes = [None if p == STDIN or _is_stream(p) or sources.kind(p, options) != "text" or sources.compressed(p)
+    sizes = [None if p == STDIN or is_stream(p) or sources.kind(p, options) != "text" or sources.compressed(p)
              else os.path.getsize(p) for p in paths]
     for path, n_bytes, n_tokens, n_docs in zip(paths, sizes, counts, counted.documents):
         name = "<stdin>" if path == STDIN else path
@@ -403,7 +373,7 @@ def cmd_info(args: argparse.Namespace) -> None:
         print(f"total: {b:,} bytes, {t:,} tokens, {b / t:.3f} bytes per token" if t else f"total: {b:,} bytes, 0 tokens")
     elif len(paths) > 1:
         print(f"total: {sum(counted.documents):,} documents, {sum(counts):,} tokens")
-    _report_skipped(counted.skipped)
+    report_skipped(counted.skipped)
 
 
 # -- the parser -------------------------------------------------------------------
@@ -470,13 +440,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="learn a vocabulary from UTF-8 text files",
                        description="Learn a byte-level BPE vocabulary from UTF-8 text files (each one document).")
-    t.add_argument("files", nargs="+", metavar="FILE",
+    t.add_argument("files", nargs="*", metavar="FILE",
                    help="corpus files: UTF-8 text (one document each), JSON Lines or Parquet (one per record), "
                         "compressed or not; directories; globs; - for standard input")
     t.add_argument("--vocab", required=True, type=parse_size, metavar="N",
                    help="vocabulary size, special tokens included: 50000, 50k, 32Ki")
-    t.add_argument("--pattern", default="gpt4",
+    t.add_argument("--pattern",
                    help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
+    t.add_argument("--from-counts", metavar="TABLE",
+                   help="train from a count table (.bpec, from `bpe count`) instead of FILEs; its pattern is used")
+    _count_args(t)
+    t.add_argument("--min-frequency", type=_at_least_1, metavar="N",
+                   help="leave out chunks seen fewer than N times in all (less memory for the merge loop; "
+                        "default: keep every chunk)")
     t.add_argument("--special", action="append", metavar="TOKEN",
                    help="a special token (repeatable; default <|endoftext|>)")
     t.add_argument("--no-special", action="store_true", help="no special tokens")
@@ -485,6 +461,24 @@ def build_parser() -> argparse.ArgumentParser:
     _source_args(t)
     _common_args(t)
     t.set_defaults(func=cmd_train)
+
+    c = sub.add_parser(
+        "count",
+        help="count the chunks of a corpus into a count table (.bpec), or merge count tables",
+        description="Count the distinct pre-tokenized chunks of a corpus (files as for train) into a "
+        "count table, the whole input of training: count shards apart, merge their tables with --merge, "
+        "and `bpe train --from-counts` gives the tokenizer training on all shards at once would.",
+    )
+    c.add_argument("files", nargs="+", metavar="FILE",
+                   help="corpus files as for train (text, JSON Lines, Parquet, compressed; directories; globs; "
+                        "- for standard input); with --merge, count tables")
+    c.add_argument("--merge", action="store_true", help="FILEs are count tables (.bpec): merge them into one")
+    c.add_argument("--pattern", help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
+    _count_args(c)
+    c.add_argument("-o", "--output", required=True, metavar="FILE", help="the count table to write (.bpec)")
+    _source_args(c)
+    _common_args(c)
+    c.set_defaults(func=cmd_count)
 
     e = sub.add_parser(
         "encode",
@@ -544,41 +538,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _StdinAsFile:
-    """Standard input copied to a temporary file that stands for ``-``, where
-    a file is needed: for ``train`` (which sizes and checks its files before
-    reading them), and for any command when an in-process caller (a test, a
-    notebook) replaced ``sys.stdin`` by a Python object (the core reads
-    descriptor 0). Messages name it ``<stdin>``, never the temporary file."""
-
-    def __init__(self, args: argparse.Namespace):
-        self.args, self.tmp = args, None
-
-    def __enter__(self):
-        files = list(getattr(self.args, "files", None) or []) + [getattr(self.args, "file", None)]
-        if STDIN not in files or (_fd(sys.stdin) == 0 and self.args.func is not cmd_train):
-            return self
-        fd, self.tmp = tempfile.mkstemp(prefix="bpe-stdin-", suffix=".txt")
-        with os.fdopen(fd, "wb") as f:
-            if hasattr(sys.stdin, "buffer"):
-                shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
-            else:
-                data = sys.stdin.read()
-                f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
-        if getattr(self.args, "files", None):
-            self.args.files = [self.tmp if p == STDIN else p for p in self.args.files]
-        if getattr(self.args, "file", None) == STDIN:
-            self.args.file = self.tmp
-        return self
-
-    def __exit__(self, kind, error, tb):
-        if self.tmp:
-            os.unlink(self.tmp)
-            if isinstance(error, (ValueError, OSError)) and self.tmp in str(error):
-                raise UsageError(str(error).replace(self.tmp, "<stdin>")) from None
-        return False
-
-
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
     """The parser of the command that was given (`bpe encode`, `bpe gpt
     train`), so that its errors show under its name, not the top level's."""
@@ -593,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        with _StdinAsFile(args):
+        with StdinAsFile(args, needs_file=args.func in (cmd_train, cmd_count)):
             args.func(args)
     except CommandLineError as e:
         _command_parser(parser, args).error(str(e))

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Iterable, Union
 
-from bpe import _core, sources
+from bpe import _core, arrow_sources, sources
 from bpe.sources import SourceOptions
 
 Source = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
@@ -58,11 +58,9 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool, options: Source
     compressed; directories)."""
     options = options or SourceOptions()
     fed = Fed()
-    if _is_arrow(source):
-        from bpe import arrow_sources
-
-        fed.skipped["<arrow>"] = arrow_sources.feed_arrow(
-            trainer, source, column=options.text_field, name=type(source).__name__, skip_bad=options.skip_bad)
+    if arrow_sources.is_arrow_source(source):
+        name = arrow_sources.describe(source)
+        fed.skipped[name] = _feed_arrow(trainer, source, name, options)
         fed.n_texts, fed.text_chars = 1, 1  # not known without reading it: counted as not empty
         return fed
     if isinstance(source, str):
@@ -111,20 +109,18 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool, options: Source
     if by_kind["jsonl"]:
         skipped = trainer.feed_records(by_kind["jsonl"], options.field_path, options.skip_bad, progress)
         fed.skipped.update(zip(by_kind["jsonl"], skipped))
-    if by_kind["parquet"]:
-        from bpe import arrow_sources  # pyarrow: the `data` extra, imported only when needed
-
-        for path in by_kind["parquet"]:
-            fed.skipped[path] = arrow_sources.feed_arrow(
-                trainer, path, column=options.text_field, name=path, skip_bad=options.skip_bad)
+    for path in by_kind["parquet"]:
+        fed.skipped[path] = _feed_arrow(trainer, path, path, options)
     return fed
 
 
-def _is_arrow(source) -> bool:
-    """A pyarrow table or batches, or a HuggingFace dataset (known by their
-    modules: neither package is imported to ask)."""
-    module = type(source).__module__ or ""
-    return module.startswith(("pyarrow", "datasets"))
+def _feed_arrow(trainer, source, name: str, options: SourceOptions) -> int:
+    # The skipped records are reported once, with the other files' (by the
+    # caller), not also by arrow_sources' own warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", arrow_sources.SkippedRecordsWarning)
+        return arrow_sources.feed_arrow(trainer, source, column=options.text_field, name=name,
+                                        skip_bad=options.skip_bad)
 
 
 def _kind(value) -> str:

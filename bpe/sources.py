@@ -7,7 +7,7 @@ By the name, after a compression suffix (``.gz``, ``.zst``, ``.xz``,
 - ``.jsonl``, ``.ndjson``, ``.json``: JSON Lines, one document per record,
   its text in a field (``text_field``, default ``"text"``; ``a.b`` for a
   nested one), read in Rust (``rust/input/records.rs``);
-- ``.parquet``: a column of strings, read with pyarrow (the ``data`` extra)
+- ``.parquet`` (``.pq``, ``.parq``): a column of strings, read with pyarrow (the ``data`` extra)
   and handed to the core without a copy (``bpe/arrow_sources.py``);
 - anything else: UTF-8 text, one document per file.
 
@@ -25,7 +25,7 @@ from bpe.files import check_readable_file, check_text_file
 
 COMPRESSED = (".gz", ".zst", ".zstd", ".xz", ".bz2")
 JSONL = (".jsonl", ".ndjson", ".json")
-PARQUET = (".parquet",)
+PARQUET = (".parquet", ".pq", ".parq")
 FORMATS = ("auto", "text", "jsonl", "parquet")
 
 

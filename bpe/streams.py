@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import os
 import struct
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -100,11 +101,13 @@ def encode_to_fd(
         else:
             from bpe import arrow_sources
 
-            for path in group:
-                records, ids, skipped = arrow_sources.encode_arrow_to_fd(
-                    tok, path, fd, core_fmt, column=options.text_field, name=path, skip_bad=options.skip_bad,
-                    allowed_special=specials[0], disallowed_special=specials[1], separator=separator,
-                    num_threads=num_threads, width=width)
+            for path in group:  # one Parquet file a group: see _groups
+                with warnings.catch_warnings():  # reported with the others' by the caller
+                    warnings.simplefilter("ignore", arrow_sources.SkippedRecordsWarning)
+                    records, ids, skipped = arrow_sources.encode_arrow_to_fd(
+                        tok, path, fd, core_fmt, column=options.text_field, name=path, skip_bad=options.skip_bad,
+                        allowed_special=specials[0], disallowed_special=specials[1], separator=separator,
+                        num_threads=num_threads, width=width)
                 done.documents.append(records)
                 done.ids.append(ids)
                 done.skipped[path] = skipped
@@ -122,7 +125,9 @@ def _groups(paths: Sequence[str], options: SourceOptions):
     runs: list[tuple[str, list[str]]] = []
     for p in paths:
         k = sources.kind(p, options)
-        if runs and runs[-1][0] == k:
+        # Parquet files one by one: the separator between two of them is
+        # written here, between calls, as between any two groups.
+        if runs and runs[-1][0] == k and k != "parquet":
             runs[-1][1].append(p)
         else:
             runs.append((k, [p]))

@@ -19,14 +19,14 @@ import codecs
 import operator
 import os
 import reprlib
-import sys
 import warnings
 from collections.abc import Mapping
 from typing import Collection, Iterable, Literal, Sequence
 
 from bpe import _core, fileformat
 from bpe.bulk import BulkEncoding, _check_texts, _texts, _threads
-from bpe.corpus import Source, feed, replace_surrogates
+from bpe.corpus import Source, replace_surrogates
+from bpe.counts import Counts, capped_trainer, check_min_frequency, check_progress, feed_capped, trainer_for
 from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, parse_tiktoken_lines, read_file, tiktoken_lines
 from bpe.files import PathLike, atomic_write_text
 from bpe.patterns import PATTERNS, pattern_name, pretokenize, resolve_pattern
@@ -129,6 +129,8 @@ class Tokenizer(BulkEncoding):
         progress: bool | None = None,
         text_field: str = "text",
         skip_bad: bool = False,
+        max_memory: int | str | None = None,
+        min_frequency: int | None = None,
     ) -> "Tokenizer":
         """Learns a byte-level BPE vocabulary of ``vocab_size`` tokens.
 
@@ -160,9 +162,50 @@ class Tokenizer(BulkEncoding):
         a warning says how many were.
 
         ``progress``: show progress bars on stderr (default: when it is a terminal).
+
+        ``max_memory``: a cap on the counting maps (bytes, or "2G", "512M"):
+        past it, counts spill to sorted files in the temporary directory and
+        are merged exactly at the end (see ``bpe.count``). ``min_frequency``:
+        drop the chunks seen fewer times before the merge loop (the one lossy
+        knob, which bounds the merge loop's memory).
         """
         options = SourceOptions(text_field=text_field, skip_bad=skip_bad)
         pattern = resolve_pattern(pattern)
+        specials, progress = cls._training_args(vocab_size, special_tokens, progress)
+        min_frequency = check_min_frequency(min_frequency)
+        trainer = capped_trainer(pattern, max_memory)
+        fed = feed_capped(trainer, source, progress, options)
+        skipped = skipped_message(fed.skipped)
+        if skipped:
+            warnings.warn(skipped, stacklevel=2)
+        if fed.empty():
+            raise ValueError(
+                f"the corpus is empty ({fed.describe()}): there is no text to learn merges from"
+            )
+        return cls._learn(trainer, pattern, vocab_size, specials, progress, min_frequency)
+
+    @classmethod
+    def train_from_counts(
+        cls,
+        counts: "Counts | PathLike",
+        vocab_size: int,
+        *,
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+        min_frequency: int | None = None,
+        progress: bool | None = None,
+    ) -> "Tokenizer":
+        """:meth:`train` from chunk counts instead of a corpus: a ``bpe.Counts``
+        (left as it is) or the path of a ``.bpec`` file (read straight into
+        the trainer; the least memory). The pattern is the counts'. The same
+        counts give the same tokenizer as :meth:`train` on the corpus counted,
+        byte for byte; ``min_frequency`` as for :meth:`train`."""
+        specials, progress = cls._training_args(vocab_size, special_tokens, progress)
+        trainer, pattern = trainer_for(counts, check_min_frequency(min_frequency))
+        return cls._learn(trainer, pattern, vocab_size, specials, progress, 1)
+
+    @staticmethod
+    def _training_args(vocab_size, special_tokens, progress) -> tuple[list[str], bool]:
+        """The checked special tokens and progress flag of a training."""
         if not isinstance(special_tokens, Iterable):
             raise TypeError(
                 f"special_tokens must be a collection of str (() for none), not {type(special_tokens).__name__}"
@@ -181,28 +224,17 @@ class Tokenizer(BulkEncoding):
                 f"vocab_size {vocab_size} is too large: it can be at most {MAX_VOCAB_SIZE} (2**24, "
                 f"ids 0..{MAX_ID})"
             )
-        if progress is None:
-            progress = sys.stderr.isatty()
-        elif not isinstance(progress, bool):
-            # Checked here: the core would refuse it only once the corpus is read.
-            if type(progress).__module__ != "numpy" or type(progress).__name__ not in ("bool", "bool_"):
-                raise TypeError(f"progress must be True, False or None, not {progress!r}")
-            progress = bool(progress)  # numpy's bool, which the core takes too
+        # Checked here: the core would refuse it only once the corpus is read.
+        return specials, check_progress(progress)
 
-        trainer = _core.Trainer(pattern)
-        fed = feed(trainer, source, progress, options)
-        skipped = skipped_message(fed.skipped)
-        if skipped:
-            warnings.warn(skipped, stacklevel=2)
-        if fed.empty():
-            raise ValueError(
-                f"the corpus is empty ({fed.describe()}): there is no text to learn merges from"
-            )
+    @classmethod
+    def _learn(cls, trainer, pattern, vocab_size, specials, progress, min_frequency) -> "Tokenizer":
+        """The merge loop over the trainer's counts, and the tokenizer it makes."""
         target = vocab_size - len(specials)
         # The state, made in Rust while the merge loop runs: {(left, right):
         # new} and {id: bytes}, and with them the encoder for these special
         # tokens (ids after the ordinary ones), which `trainer.encoder` hands over.
-        merges, vocab = trainer.train(target, progress, list(specials))
+        merges, vocab = trainer.train(target, progress, list(specials), min_frequency)
         # The special tokens' ids (after the ordinary ones) are decided by the
         # trainer, which built the encoder with them.
         special_ids = dict(trainer.special_ids())
@@ -211,7 +243,7 @@ class Tokenizer(BulkEncoding):
             warnings.warn(
                 f"the corpus ran out of pairs to merge: the vocabulary has "
                 f"{n_ordinary + len(specials)} tokens, not the {vocab_size} asked for",
-                stacklevel=2,
+                stacklevel=3,
             )
         tok = cls._trained(vocab, merges, pattern, special_ids, trainer.encoder)
         for s, i in special_ids.items():
@@ -222,7 +254,7 @@ class Tokenizer(BulkEncoding):
                     f"special token {s!r} (id {i}) is also the ordinary token {j}: "
                     f"where it is allowed, text {s!r} becomes the special id, and decoding either id gives "
                     f"the same text; pick a text that does not occur in the corpus, like '<|{s}|>'",
-                    stacklevel=2,
+                    stacklevel=3,
                 )
         return tok
 

@@ -66,7 +66,7 @@ def shards(tmp_path_factory) -> tuple[Path, list[str]]:
     its sorted file names."""
     d = tmp_path_factory.mktemp("shards")
     rs = records()
-    parts = [rs[i::5] for i in range(5)]
+    parts = [rs[i::7] for i in range(7)]
     write_jsonl(d / "a.jsonl", parts[0])
     write_jsonl(d / "b.jsonl.gz", parts[1], opener=gzip.open, ensure_ascii=False)
     write_jsonl(d / "c.ndjson.xz", parts[2], opener=lzma.open)
@@ -77,8 +77,17 @@ def shards(tmp_path_factory) -> tuple[Path, list[str]]:
     if not zstd(d / "sub" / "e.jsonl.zst", raw):
         (d / "sub" / "e.jsonl").write_bytes(raw)
     (d / ".hidden.txt").write_text("never read")
-    docs = parts[0] + parts[1] + parts[2] + ["".join(parts[3])] + parts[4]
-    return d, docs
+    with gzip.open(d / "sub" / "f.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("".join(parts[5]))
+    docs = parts[0] + parts[1] + parts[2] + ["".join(parts[3])] + parts[4] + ["".join(parts[5])]
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # the `data` extra: without it, no Parquet shard
+        return d, docs
+    pq.write_table(pa.table({"id": list(range(len(parts[6]))), "text": parts[6]}), d / "sub" / "g.parquet",
+                   compression="zstd", row_group_size=100)
+    return d, docs + parts[6]
 
 
 def test_training_on_a_directory_of_shards_equals_training_on_the_records(shards):

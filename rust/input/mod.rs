@@ -13,6 +13,8 @@
 //! is read once, to its end, like stdin: such a range must start at 0 and
 //! has no end but the end of its data.
 
+pub mod arrow;
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};

@@ -14,7 +14,7 @@
 //! (JSON text is UTF-8).
 
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -23,6 +23,10 @@ use super::name;
 
 /// Records read at once: about this many bytes of text.
 pub const BATCH_BYTES: usize = 8 << 20;
+
+/// The longest line (one record) held: a longer one is a bad record, so
+/// that memory stays bounded whatever the file holds (README, "Limits").
+pub const MAX_RECORD_BYTES: usize = 256 << 20;
 
 /// A batch of documents: their texts one after another in `text`, document
 /// k being `text[ends[k-1]..ends[k]]`, from line `lines[k]` of file `file`.
@@ -67,11 +71,24 @@ pub struct Records<'a, R: BufRead> {
     pub skipped: u64,
     line_buf: Vec<u8>,
     done: bool,
+    /// `MAX_RECORD_BYTES` (tests make it small).
+    max_record: usize,
 }
 
 impl<'a, R: BufRead> Records<'a, R> {
     pub fn new(input: R, path: &'a Path, field: &'a [String], skip_bad: bool) -> Self {
-        Records { input, path, field, skip_bad, line: 0, offset: 0, skipped: 0, line_buf: Vec::new(), done: false }
+        Records {
+            input,
+            path,
+            field,
+            skip_bad,
+            line: 0,
+            offset: 0,
+            skipped: 0,
+            line_buf: Vec::new(),
+            done: false,
+            max_record: MAX_RECORD_BYTES,
+        }
     }
 
     /// Bytes of input read so far.
@@ -87,13 +104,14 @@ impl<'a, R: BufRead> Records<'a, R> {
         let mut batch = Batch::default();
         while batch.text.len() < batch_bytes {
             self.line_buf.clear();
-            let n = match self.input.read_until(b'\n', &mut self.line_buf) {
+            // At most one byte past the cap is read: enough to know the line is too long.
+            let read = (&mut self.input).take(self.max_record as u64 + 1).read_until(b'\n', &mut self.line_buf);
+            let n = match read {
                 Ok(n) => n,
                 // A damaged or truncated compressed stream: what came before
                 // it stands; with `skip_bad` the rest of the file counts as
                 // one bad record.
-                Err(e) if self.skip_bad => {
-                    let _ = e;
+                Err(_) if self.skip_bad => {
                     self.skipped += 1;
                     self.done = true;
                     break;
@@ -115,6 +133,22 @@ impl<'a, R: BufRead> Records<'a, R> {
             self.line += 1;
             let at = self.offset;
             self.offset += n as u64;
+            if n > self.max_record && self.line_buf.last() != Some(&b'\n') {
+                // Read past the rest of the line a buffer at a time, holding none of it.
+                let rest = skip_line(&mut self.input).map_err(|e| format!("cannot read {}: {e}", name(self.path)))?;
+                self.offset += rest;
+                if !self.skip_bad {
+                    return Err(format!(
+                        "{}: line {} (byte offset {at}) is longer than {} bytes, the most one record may hold; \
+                         pass --skip-bad (skip_bad=True) to skip such records",
+                        name(self.path),
+                        self.line,
+                        self.max_record
+                    ));
+                }
+                self.skipped += 1;
+                continue;
+            }
             let line = trim_line_end(&self.line_buf);
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue; // blank lines (a trailing one above all) hold no record
@@ -201,6 +235,26 @@ pub fn for_each_batch(
         let skipped = reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         outcome.map(|()| skipped)
     })
+}
+
+/// Reads up to and including the next newline, keeping nothing; the bytes read.
+fn skip_line(input: &mut impl BufRead) -> std::io::Result<u64> {
+    let mut skipped = 0;
+    loop {
+        let buf = input.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(skipped);
+        }
+        let (n, found) = match memchr::memchr(b'\n', buf) {
+            Some(k) => (k + 1, true),
+            None => (buf.len(), false),
+        };
+        input.consume(n);
+        skipped += n as u64;
+        if found {
+            return Ok(skipped);
+        }
+    }
 }
 
 fn trim_line_end(line: &[u8]) -> &[u8] {
@@ -414,6 +468,29 @@ mod tests {
         }
         let (docs, _) = read("{\"meta\": {\"body\": {\"text\": \"deep\"}}}\n", "meta.body.text", false, 10).unwrap();
         assert_eq!(docs, ["deep"]);
+    }
+
+    #[test]
+    fn a_record_past_the_cap_is_bad_not_held() {
+        let field = vec!["text".to_string()];
+        let jsonl = format!("{{\"text\": \"a\"}}\n{{\"text\": \"{}\"}}\n{{\"text\": \"b\"}}\n", "x".repeat(100));
+        for (skip, want) in [(false, Err(())), (true, Ok(vec!["a", "b"]))] {
+            let mut r = Records::new(std::io::BufReader::with_capacity(16, jsonl.as_bytes()), Path::new("l.jsonl"), &field, skip);
+            r.max_record = 50;
+            let mut docs = vec![];
+            let got = loop {
+                match r.next_batch(1 << 20) {
+                    Ok(Some(b)) => docs.extend(b.docs().map(String::from)),
+                    Ok(None) => break Ok(docs),
+                    Err(e) => break Err(e),
+                }
+            };
+            match (got, want) {
+                (Ok(docs), Ok(want)) => assert_eq!((docs, r.skipped), (want.iter().map(|s| s.to_string()).collect(), 1)),
+                (Err(e), Err(())) => assert!(e.contains("line 2 (byte offset 14) is longer than 50 bytes"), "{e}"),
+                (got, _) => panic!("{got:?}"),
+            }
+        }
     }
 
     #[test]

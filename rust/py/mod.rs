@@ -23,6 +23,7 @@ mod buffers;
 mod encoder;
 mod bulk;
 mod stream;
+mod arrow;
 mod progress;
 mod trainer;
 
@@ -93,6 +94,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream::encode_to_fd, m)?)?;
     m.add_function(wrap_pyfunction!(stream::decode_to_fd, m)?)?;
     m.add_function(wrap_pyfunction!(stream::encode_records_to_fd, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::encode_arrow_to_fd, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }

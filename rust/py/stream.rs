@@ -31,7 +31,7 @@ use crate::vocab::Rank;
 
 /// The caller's descriptor as a `File` that is never closed here; `None`
 /// for a negative one (no output).
-fn borrowed(fd: i32) -> Option<ManuallyDrop<File>> {
+pub(super) fn borrowed(fd: i32) -> Option<ManuallyDrop<File>> {
     // SAFETY: the caller (Python) keeps `fd` open for the whole call, and
     // the `File` is never dropped, so it never closes a descriptor it does
     // not own.
@@ -39,8 +39,9 @@ fn borrowed(fd: i32) -> Option<ManuallyDrop<File>> {
 }
 
 /// Where encoded ids go: text lines, fixed-width binary, or nowhere (only
-/// counted), and how many each file gave.
-struct Out<'f> {
+/// counted), and how many each file gave. (`arrow.rs` writes records
+/// through it too: a record is a segment.)
+pub(super) struct Out<'f> {
     writer: Option<BufWriter<&'f File>>,
     text: Option<idtext::Writer>,
     width: usize,
@@ -49,7 +50,14 @@ struct Out<'f> {
     bytes: Vec<u8>,
 }
 
-impl Out<'_> {
+impl<'f> Out<'f> {
+    /// Writes to `file` (`None`: only counts) as text in `text` format, or
+    /// as binary ids of `width` bytes when `text` is `None`.
+    pub(super) fn new(file: Option<&'f File>, text: Option<Format>, width: usize) -> Out<'f> {
+        let writer = file.map(|f| BufWriter::with_capacity(1 << 20, f));
+        Out { writer, text: text.map(idtext::Writer::new), width, counts: Vec::new(), started: false, bytes: Vec::new() }
+    }
+
     fn write(&mut self) -> Result<(), String> {
         if let Some(w) = self.writer.as_mut() {
             w.write_all(&self.bytes).map_err(write_error)?;
@@ -58,7 +66,8 @@ impl Out<'_> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<Vec<u64>, String> {
+    /// Ends the last line and flushes; the number of ids of each segment.
+    pub(super) fn finish(mut self) -> Result<Vec<u64>, String> {
         if let (Some(t), true) = (self.text.as_mut(), self.started) {
             t.end(&mut self.bytes);
         }
@@ -145,8 +154,7 @@ pub(super) fn encode_to_fd(
     py.allow_threads(|| {
         guard(|| {
             let pool = thread_pool(num_threads)?;
-            let writer = file.as_ref().map(|f| BufWriter::with_capacity(1 << 20, &**f));
-            let mut sink = Out { writer, text: text.map(idtext::Writer::new), width, counts: Vec::new(), started: false, bytes: Vec::new() };
+            let mut sink = Out::new(file.as_deref(), text, width);
             encode_segments(enc, &segments, &opts, &pool, BLOCK_BYTES, between(&progress), &mut sink)?;
             let mut counts = sink.finish()?;
             counts.resize(n, 0);

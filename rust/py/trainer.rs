@@ -17,7 +17,7 @@ use crate::input::records;
 use crate::pieces;
 use crate::pretokenize::Splitter;
 use crate::progress::{Pace, Unit};
-use crate::train::{self, ChunkCounts};
+use crate::train::{self, table, ChunkCounts, Spill};
 use crate::vocab::Rank;
 
 /// Texts are counted in groups of about this many bytes, with a check for
@@ -29,6 +29,8 @@ const GROUP_BYTES: usize = 8 << 20;
 pub(super) struct Trainer {
     splitter: Splitter,
     counts: ChunkCounts,
+    /// The memory cap on `counts`, and the counts spilled to disk past it.
+    spill: Spill,
     /// Every ordinary token's bytes, by id, once `train` has run.
     tokens: Vec<Vec<u8>>,
     /// The encoder `train` built, and the special tokens it was given (see
@@ -96,20 +98,22 @@ impl Trainer {
     #[new]
     fn new(pattern: &str) -> PyResult<Self> {
         let splitter = guard(|| Splitter::new(pattern))?;
-        Ok(Trainer { splitter, counts: ChunkCounts::default(), tokens: Vec::new(), built: None, assigned: Vec::new() })
+        let spill = Spill::new(pattern);
+        Ok(Trainer { splitter, counts: ChunkCounts::default(), spill, tokens: Vec::new(), built: None, assigned: Vec::new() })
     }
 
     /// Counts a batch of documents (each str is one document), all cores, GIL released.
     fn feed_texts(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
         let splitter = &self.splitter;
         let counts = &mut self.counts;
+        let spill = &mut self.spill;
         py.allow_threads(|| {
             let _free = crate::ReturnFreedMemory::new();
             guard(|| {
                 let docs: Vec<&str> = texts.iter().map(String::as_str).collect();
                 let batch = pieces::count_documents_interruptibly(splitter, &docs, GROUP_BYTES, check_interrupt)?;
                 *counts = train::merge_counts(std::mem::take(counts), batch);
-                Ok(())
+                spill.check(counts)
             })
         })
     }
@@ -118,18 +122,23 @@ impl Trainer {
     fn feed_files(&mut self, py: Python<'_>, paths: Vec<PathBuf>, progress: bool) -> PyResult<()> {
         let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
         let splitter = &self.splitter;
-        let counts = &mut self.counts;
+        let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
             let _free = crate::ReturnFreedMemory::new();
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
-                let batch = train::count_files(splitter, &paths, |n| {
+                // Into the counts themselves, under the cap (spilling past it).
+                let counted = train::count_files_into(splitter, &paths, &mut spill.tally(counts), |n| {
                     pb.inc(n);
                     check_interrupt()
-                })?;
+                });
                 pb.abandon(); // stays on screen, with the time it took
-                *counts = train::merge_counts(std::mem::take(counts), batch);
-                Ok(())
+                if counted.is_err() {
+                    // Partly counted: nothing is kept (and spilled runs are removed).
+                    *counts = ChunkCounts::default();
+                    spill.clear();
+                }
+                counted
             })
         })
     }
@@ -142,17 +151,21 @@ impl Trainer {
     fn feed_records(&mut self, py: Python<'_>, paths: Vec<PathBuf>, field: Vec<String>, skip_bad: bool, progress: bool) -> PyResult<Vec<u64>> {
         let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
         let splitter = &self.splitter;
-        let counts = &mut self.counts;
+        let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
             let _free = crate::ReturnFreedMemory::new();
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
                 let read = std::sync::atomic::AtomicU64::new(0);
+                let mut n_records = 0u64;
                 let skipped = records::for_each_batch(&paths, &field, skip_bad, records::BATCH_BYTES, &read, |batch| {
                     let docs: Vec<&str> = batch.docs().collect();
                     let found = train::count_documents(splitter, &docs)?;
                     *counts = train::merge_counts(std::mem::take(counts), found);
+                    spill.check(counts)?; // under the memory cap, if any
+                    n_records += docs.len() as u64;
                     pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
+                    pb.set_message(format!(", {} records", crate::progress::count(n_records)));
                     check_interrupt()
                 })?;
                 pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
@@ -160,6 +173,27 @@ impl Trainer {
                 Ok(skipped)
             })
         })
+    }
+
+    /// Counts the records of an Arrow string array (`arrow.rs`), each one
+    /// document, all cores, GIL released. `array`: its parts, `(validity,
+    /// offsets, data, offset_width, offset, length)`; a bad record is an
+    /// error naming `name` and its row (`first_row` + index), or with
+    /// `skip_bad` skipped. Returns the number skipped and the first one's
+    /// description.
+    fn feed_arrow(
+        &mut self,
+        py: Python<'_>,
+        array: super::arrow::Parts<'_>,
+        name: &str,
+        first_row: u64,
+        skip_bad: bool,
+    ) -> PyResult<(u64, Option<String>)> {
+        let rows = super::arrow::Rows { name, first_row, skip_bad };
+        let (batch, skipped) = super::arrow::count_records(py, &self.splitter, &array, &rows)?;
+        self.counts = train::merge_counts(std::mem::take(&mut self.counts), batch);
+        guard(|| self.spill.check(&mut self.counts))?; // under the memory cap, if any
+        Ok((skipped.count, skipped.first))
     }
 
     /// Number of distinct chunks counted so far.
@@ -185,16 +219,17 @@ impl Trainer {
     /// faster than making them after the loop, at the price of memory: the
     /// dicts grow while the merge loop still holds its own (see
     /// docs/performance.md, "Training from Python").
-    #[pyo3(signature = (target, progress, specials = Vec::new()))]
+    #[pyo3(signature = (target, progress, specials = Vec::new(), min_frequency = 1))]
     fn train<'py>(
         &mut self,
         py: Python<'py>,
         target: usize,
         progress: bool,
         specials: Vec<String>,
+        min_frequency: u64,
     ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let counts = std::mem::take(&mut self.counts);
+        let counts = self.take_counts(py, min_frequency)?;
         let (pairs, vocab) = (PyDict::new(py), PyDict::new(py));
         let mut made = Made::new(py, &vocab)?;
         // Merges go over in batches: a send per merge would cost the loop more.
@@ -272,6 +307,177 @@ impl Trainer {
         };
         Ok(CoreBPE::of(enc))
     }
+
+    // -- count tables (`.bpec`, see `train/table.rs`) and the memory cap --
+
+    /// The split pattern.
+    fn pattern(&self) -> &str {
+        self.splitter.pattern()
+    }
+
+    /// Caps the counting maps at about `bytes` (None: no cap), spilling
+    /// sorted runs into a directory made in `tmpdir` (None: the system's).
+    #[pyo3(signature = (bytes, tmpdir = None))]
+    fn set_max_memory(&mut self, bytes: Option<usize>, tmpdir: Option<PathBuf>) {
+        self.spill.set_cap(bytes, tmpdir);
+    }
+
+    /// (distinct chunks, sum of their counts), spilled ones included.
+    fn size(&mut self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        let (counts, spill) = (&mut self.counts, &mut self.spill);
+        py.allow_threads(|| guard(|| spill.size(counts)))
+    }
+
+    /// Writes the counts as a table into the open descriptor `fd` (`name`
+    /// for errors); the counts stay (moved into a run if some were spilled).
+    /// Returns (entries, total).
+    fn save_counts(&mut self, py: Python<'_>, fd: i32, name: &str) -> PyResult<(u64, u64)> {
+        let (counts, spill) = (&mut self.counts, &mut self.spill);
+        py.allow_threads(|| {
+            guard(|| {
+                let file = borrowed(fd);
+                let mut out = table::TableWriter::new(&*file, name, spill.pattern())?;
+                let mut n = 0u64;
+                spill.sorted(counts, 1, |chunk, count| {
+                    n += 1;
+                    if n % (1 << 20) == 0 {
+                        check_interrupt()?;
+                    }
+                    out.add(chunk, count)
+                })?;
+                let (entries, total, _) = out.finish()?;
+                Ok((entries, total))
+            })
+        })
+    }
+
+    /// A trainer holding the counts of the table at `path` (its pattern),
+    /// less the chunks seen fewer than `min_frequency` times.
+    #[staticmethod]
+    #[pyo3(signature = (path, min_frequency = 1))]
+    fn load_counts(py: Python<'_>, path: PathBuf, min_frequency: u64) -> PyResult<Trainer> {
+        let pattern = guard(|| Ok(table::TableReader::open(&path)?.pattern().to_string()))?;
+        let mut trainer = Trainer::new(&pattern)?;
+        let counts = &mut trainer.counts;
+        py.allow_threads(|| {
+            let _free = crate::ReturnFreedMemory::new();
+            guard(|| {
+                let mut table = table::TableReader::open(&path)?;
+                let mut n = 0u64;
+                while let Some((chunk, count)) = table.next_entry()? {
+                    if count >= min_frequency {
+                        counts.add(chunk, count);
+                    }
+                    n += 1;
+                    if n % (1 << 20) == 0 {
+                        check_interrupt()?;
+                    }
+                }
+                Ok(())
+            })
+        })?;
+        Ok(trainer)
+    }
+
+    /// Adds `other`'s counts (spilled ones included) to these.
+    fn add_counts(&mut self, py: Python<'_>, other: PyRef<'_, Trainer>) -> PyResult<()> {
+        if other.spill.pattern() != self.spill.pattern() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "cannot merge counts made with different split patterns; count both with the same pattern",
+            ));
+        }
+        let (counts, spill) = (&mut self.counts, &mut self.spill);
+        let (theirs, their_spill) = (&other.counts, &other.spill);
+        py.allow_threads(|| {
+            let _free = crate::ReturnFreedMemory::new();
+            guard(|| {
+                let mut n = 0u64;
+                their_spill.visit(theirs, |chunk, count| {
+                    counts.add(chunk, count);
+                    n += 1;
+                    if n % (1 << 16) == 0 {
+                        spill.check(counts)?;
+                    }
+                    Ok(())
+                })?;
+                spill.check(counts)
+            })
+        })
+    }
+
+    /// A new trainer holding these counts (spilled ones merged in), less
+    /// the chunks seen fewer than `min_frequency` times; these stay.
+    #[pyo3(signature = (min_frequency = 1))]
+    fn fork(&mut self, py: Python<'_>, min_frequency: u64) -> PyResult<Trainer> {
+        let mut fork = Trainer::new(self.spill.pattern())?;
+        let (counts, spill) = (&mut self.counts, &mut self.spill);
+        fork.counts = py.allow_threads(|| {
+            guard(|| {
+                if spill.has_runs() {
+                    spill.into_counts(std::mem::take(counts), min_frequency)
+                } else {
+                    let mut copy = counts.clone();
+                    copy.retain_at_least(min_frequency);
+                    Ok(copy)
+                }
+            })
+        })?;
+        Ok(fork)
+    }
+
+    /// Merges the tables at `paths` (one pattern) into a table written into
+    /// the open descriptor `fd` (`name` for errors), one entry per table in
+    /// memory. Returns the pattern, and (entries, total) written.
+    #[staticmethod]
+    fn merge_count_files(py: Python<'_>, paths: Vec<PathBuf>, fd: i32, name: &str) -> PyResult<(String, u64, u64)> {
+        py.allow_threads(|| {
+            guard(|| {
+                let tables = table::open_all(&paths)?;
+                let pattern = tables.first().map(|t| t.pattern().to_string()).ok_or("no count tables to merge")?;
+                let file = borrowed(fd);
+                let mut out = table::TableWriter::new(&*file, name, &pattern)?;
+                let mut n = 0u64;
+                table::merge(tables, |chunk, count| {
+                    n += 1;
+                    if n % (1 << 20) == 0 {
+                        check_interrupt()?;
+                    }
+                    out.add(chunk, count)
+                }, 1)?;
+                let (entries, total, _) = out.finish()?;
+                Ok((pattern, entries, total))
+            })
+        })
+    }
+
+    /// Removes the counts spilled to disk (and forgets them), now rather
+    /// than when this trainer is collected.
+    fn discard_spilled(&mut self) {
+        self.spill.clear();
+    }
+}
+
+impl Trainer {
+    /// All the counts in one map for training (the spilled ones merged in),
+    /// leaving none here; chunks seen fewer than `min_frequency` times are dropped.
+    fn take_counts(&mut self, py: Python<'_>, min_frequency: u64) -> PyResult<ChunkCounts> {
+        let (counts, spill) = (std::mem::take(&mut self.counts), &mut self.spill);
+        py.allow_threads(|| {
+            let _free = crate::ReturnFreedMemory::new();
+            let all = guard(|| spill.into_counts(counts, min_frequency));
+            spill.clear();
+            all
+        })
+    }
+}
+
+/// The caller's open descriptor as a `File` that is never closed here.
+fn borrowed(fd: i32) -> std::mem::ManuallyDrop<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the caller (Python) keeps `fd` open for the whole call, and
+    // the `File` is never dropped, so it never closes a descriptor it does
+    // not own.
+    std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// An encoder for ordinary tokens `tokens` (id = index) and `specials`.

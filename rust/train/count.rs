@@ -86,6 +86,26 @@ impl ChunkCounts {
         self.len() == 0
     }
 
+    /// About how many bytes the maps hold: their buckets, used or not, and
+    /// 48 bytes per long chunk's key (16 to 40 bytes, as the allocator
+    /// rounds them; longer ones are rare). For `spill.rs`'s cap.
+    pub fn memory_bytes(&self) -> usize {
+        // A table of capacity c has about c * 8 / 7 buckets, each an entry
+        // and a control byte.
+        fn table<K, V>(m: &FxHashMap<K, V>) -> usize {
+            m.capacity() * 8 / 7 * (std::mem::size_of::<(K, V)>() + 1)
+        }
+        const LONG_KEY_BYTES: usize = 48; // a key of 16-40 bytes, as the allocator rounds it
+        table(&self.tiny) + table(&self.short) + table(&self.long) + self.long.len() * LONG_KEY_BYTES
+    }
+
+    /// Keeps only the chunks counted at least `min` times.
+    pub fn retain_at_least(&mut self, min: u64) {
+        self.tiny.retain(|_, n| *n >= min);
+        self.short.retain(|_, n| *n >= min);
+        self.long.retain(|_, n| *n >= min);
+    }
+
     /// Calls `f` with each distinct chunk and its count (in no set order).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
         for (&k, &n) in &self.tiny {
@@ -124,6 +144,27 @@ impl FromIterator<(Vec<u8>, u64)> for ChunkCounts {
             counts.add(&k, n);
         }
         counts
+    }
+}
+
+/// Where the counting threads add their maps (see `count_files_into`): a
+/// plain total, or one that moves its counts to disk past a memory cap
+/// (`spill.rs`).
+pub trait Tally: Send {
+    /// Adds `counts` to the tally.
+    fn absorb(&mut self, counts: ChunkCounts) -> Result<(), String>;
+
+    /// How much text a counting thread counts into its own map before
+    /// handing that map to `absorb`.
+    fn flush_bytes(&self) -> usize {
+        FLUSH_BYTES
+    }
+}
+
+impl Tally for ChunkCounts {
+    fn absorb(&mut self, counts: ChunkCounts) -> Result<(), String> {
+        *self = merge_counts(std::mem::take(self), counts);
+        Ok(())
     }
 }
 
@@ -199,8 +240,22 @@ pub fn count_files(
     paths: &[std::path::PathBuf],
     on_bytes: impl FnMut(u64) -> Result<(), String>,
 ) -> Result<ChunkCounts, String> {
+    let mut total = ChunkCounts::default();
+    count_files_into(splitter, paths, &mut total, on_bytes)?;
+    Ok(total)
+}
+
+/// [`count_files`], adding the counts to `total` as the counting threads
+/// hand them over (every `total.flush_bytes()` of text each).
+pub fn count_files_into(
+    splitter: &Splitter,
+    paths: &[std::path::PathBuf],
+    total: &mut dyn Tally,
+    on_bytes: impl FnMut(u64) -> Result<(), String>,
+) -> Result<(), String> {
     let count = |text: &str, counts: &mut ChunkCounts| count_chunks(splitter, text, counts);
-    count_files_in(&count, paths, (READ_BYTES, FLUSH_BYTES), on_bytes)
+    let sizes = (READ_BYTES, total.flush_bytes());
+    count_files_to(&count, paths, sizes, total, on_bytes)
 }
 
 /// What counts one segment into a map (tests pass one that fails).
@@ -209,17 +264,31 @@ type CountFn<'a> = &'a (dyn Fn(&str, &mut ChunkCounts) -> Result<(), String> + S
 /// `count_files` with `count` for each segment, reading `sizes.0` bytes at a
 /// time, each counting thread adding to the total every `sizes.1` bytes
 /// (tests use tiny sizes).
+#[cfg(test)]
 fn count_files_in(
     count: CountFn,
     paths: &[std::path::PathBuf],
-    (read_bytes, flush_bytes): (usize, usize),
+    sizes: (usize, usize),
     on_bytes: impl FnMut(u64) -> Result<(), String>,
 ) -> Result<ChunkCounts, String> {
+    let mut total = ChunkCounts::default();
+    count_files_to(count, paths, sizes, &mut total, on_bytes)?;
+    Ok(total)
+}
+
+/// `count_files_in`, into `total`.
+fn count_files_to(
+    count: CountFn,
+    paths: &[std::path::PathBuf],
+    (read_bytes, flush_bytes): (usize, usize),
+    total: &mut dyn Tally,
+    on_bytes: impl FnMut(u64) -> Result<(), String>,
+) -> Result<(), String> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{mpsc, Mutex};
 
     let threads = rayon::current_num_threads().max(1);
-    let total = Mutex::new(ChunkCounts::default());
+    let total = Mutex::new(total);
     // The number of the first segment known to have failed (none: MAX).
     let failed = AtomicUsize::new(usize::MAX);
     // Segments to count, and their buffers back for reuse (no fresh pages).
@@ -260,8 +329,7 @@ fn count_files_in(
     if let Some((_, e)) = first {
         return Err(e);
     }
-    read?;
-    Ok(total.into_inner().unwrap_or_else(|e| e.into_inner()))
+    read
 }
 
 /// A counting thread: counts segments from the queue into its own map, and
@@ -274,7 +342,7 @@ fn count_segments(
     count: CountFn,
     segments: &std::sync::Mutex<std::sync::mpsc::Receiver<(usize, String)>>,
     give_back: std::sync::mpsc::Sender<String>,
-    total: &std::sync::Mutex<ChunkCounts>,
+    total: &std::sync::Mutex<&mut dyn Tally>,
     failed: &std::sync::atomic::AtomicUsize,
     flush_bytes: usize,
 ) -> Result<(), (usize, String)> {
@@ -283,8 +351,7 @@ fn count_segments(
     // The lock is held only while waiting for the next segment.
     let next = || segments.lock().unwrap_or_else(PoisonError::into_inner).recv();
     let flush = |counts: &mut ChunkCounts| {
-        let mut total = total.lock().unwrap_or_else(PoisonError::into_inner);
-        *total = merge_counts(std::mem::take(&mut *total), std::mem::take(counts));
+        total.lock().unwrap_or_else(PoisonError::into_inner).absorb(std::mem::take(counts))
     };
     // A panic is caught so that the queue is drained below before it is
     // handed on: the reader must never be left waiting.
@@ -300,14 +367,13 @@ fn count_segments(
             count(&text, &mut counts).map_err(|e| (i, e))?;
             since_flush += text.len();
             if since_flush >= flush_bytes {
-                flush(&mut counts);
+                flush(&mut counts).map_err(|e| (i, e))?;
                 since_flush = 0;
             }
             text.clear();
             let _ = give_back.send(text);
         }
-        flush(&mut counts);
-        Ok(())
+        flush(&mut counts).map_err(|e| (current, e))
     }));
     match &work {
         Ok(Ok(())) => {}

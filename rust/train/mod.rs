@@ -9,6 +9,11 @@
 //!    each into its own map, and the maps are summed at the end (a shared map
 //!    behind a lock would serialise the cores).
 //!
+//!    Counts can be kept: a count table (`table.rs`, a `.bpec` file) holds
+//!    them sorted, so that tables of shards merge in one streaming pass; and
+//!    under a memory cap (`spill.rs`), counting moves its maps to such
+//!    tables on disk as they fill, and merges them at the end, exactly.
+//!
 //! 2. **Merging** (the other files). Each distinct chunk becomes a "word": its list of token ids,
 //!    starting from its bytes, weighted by its count. We keep the count of every
 //!    adjacent pair over all words and, per pair, the words it occurs in. Each
@@ -30,10 +35,14 @@
 //! the existing id instead of adding a second token with the same bytes, so
 //! `vocab` stays a bijection (which tiktoken's rank files require).
 
-// In the order they build on each other: counting stands alone; the merge
-// loop's parts go words, occurrences (word lists), cold pairs, heap, then
-// the loop's state and steps (`merging.rs`), driven by `learn` below.
+// In the order they build on each other: counting stands alone; count
+// tables (`.bpec` files) and spilling counts to them under a memory cap
+// come next; the merge loop's parts go words, occurrences (word lists),
+// cold pairs, heap, then the loop's state and steps (`merging.rs`), driven
+// by `learn` below.
 mod count;
+pub mod table;
+mod spill;
 mod words;
 mod occurrences;
 mod cold;
@@ -42,7 +51,8 @@ mod merging;
 #[cfg(test)]
 mod testing;
 
-pub use count::{count_chunks, count_documents, count_files, merge_counts, ChunkCounts};
+pub use count::{count_chunks, count_documents, count_files, count_files_into, merge_counts, ChunkCounts, Tally};
+pub use spill::{Capped, Spill};
 pub use merging::Merge;
 
 use merging::{Merging, Tuning};
