@@ -459,7 +459,7 @@ def shards_section(args, shared: Path, results: dict, log=print, folder: Path | 
     max_mem = has_max_memory()
     sec = {"vocab": VOCAB, "max_memory_flag": max_mem, "repeats": args.repeats, "sizes": []}
     if not max_mem:
-        log(f"  the installed `bpe train --help` has no --max-memory: that row is skipped")
+        log("  the installed `bpe train --help` has no --max-memory: that row is skipped")
     results["shards"] = sec
     for gb in args.shards_gb:
         man = build_in_child(gb, shared, args.timeout)
@@ -658,7 +658,7 @@ def report(results: dict) -> str:
                          f"{r['final_vocab']:,}" if r.get("final_vocab") else "—", q, f"`{r['command']}`"])
         lines += [md_table(["trainer", "reads", "wall s", "call s", "cores", "peak RSS MB", "MB/s", "final vocab",
                             "ratio (their time / ours)", "command"], rows), ""]
-        shards, txt, mm = _row(size, "bpe-shards"), _row(size, "bpe-txt"), _row(size, "bpe-shards-maxmem")
+        shards, txt = _row(size, "bpe-shards"), _row(size, "bpe-txt")
         notes = []
         if shards and txt:
             notes.append(f"bpe, shards / plain text: time {shards['wall_s'] / txt['wall_s']:.3f}× "
