@@ -4,6 +4,7 @@
     python benchmarks/run.py                 # training + encoding, all anchors (about an hour on 2 cores)
     python benchmarks/run.py --quick         # 10 MB slice, 1 repeat, a few anchors (a few minutes)
     python benchmarks/run.py --only scale    # training from a 1 GB file
+    python benchmarks/run.py --only shards --shards-gb 1   # JSON Lines .zst shards vs plain text
     python benchmarks/run.py --corpus corpora/tinyshakespeare.txt --quick   # no ../shared needed
 
 Every measurement runs in a fresh child process (benchmarks/_worker.py) that
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _corpora  # noqa: E402
 import _encode  # noqa: E402
+import _shards  # noqa: E402
 from _common import GPT4_PATTERN  # noqa: E402
 from _harness import (ALIASES, HERE, MB, REPO, TOOLS, bars, dist_version, fmt, installed, label,  # noqa: E402
                       md_table, median, ratio, run_job, section, status_text)
@@ -320,6 +322,26 @@ def scale_section(args, corp: dict, results: dict) -> None:
 
 
 # --------------------------------------------------------------------------
+# shards
+
+
+def shards_run(args, corp: dict, info: dict) -> None:
+    """JSON Lines .zst shards against the same text as one .txt
+    (benchmarks/_shards.py): results/shards.md and shards.json."""
+    t0 = time.perf_counter()
+    res = {"machine": info, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "command": "python benchmarks/run.py " + " ".join(sys.argv[1:])}
+    section(f"Shards: training from .jsonl.zst shards vs plain text ({', '.join(f'{g:g}' for g in args.shards_gb)} GB)",
+            res, "shards")
+    _shards.shards_section(args, corp["shared"], res, folder=Path(args.results))
+    res["seconds"] = time.perf_counter() - t0
+    md = _shards.write(res, Path(args.results))
+    text = md.read_text()
+    print("\n" + text)
+    print(f"wrote {md} and {md.with_suffix('.json')}")
+
+
+# --------------------------------------------------------------------------
 # tables
 
 
@@ -524,11 +546,16 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="smoke test: 10 MB slice only, 1 repeat, fewer anchors, one vocabulary (a few minutes)")
-    p.add_argument("--only", help="comma-separated sections: train,encode,scale (default: train,encode)")
+    p.add_argument("--only", help="comma-separated sections: train,encode,scale,shards (default: train,encode)")
     p.add_argument("--scale", action="store_true", help="add the scale section (training from ~1 GB)")
     p.add_argument("--repeats", type=int, help="rounds per measurement (default 3; --quick: 1): the median is "
                                                "reported, the best for one-thread encoding")
     p.add_argument("--scale-repeats", type=int, default=1, help="runs of the 1 GB training (default 1)")
+    p.add_argument("--shards-gb", default="5",
+                   help="shards section: the generated corpus's size in GB of text; several, comma-separated, "
+                        "run one after the other (default 5)")
+    p.add_argument("--shards-hf-max-gb", type=float,
+                   help="shards section: run HF tokenizers only on corpora up to this size (default: every size)")
     p.add_argument("--anchors", help=f"comma-separated anchors (default: all; --quick: {','.join(QUICK_ANCHORS)}). "
                                      f"Known: {', '.join(t for t in TOOLS if t != 'bpe')}")
     p.add_argument("--shared", default=str(REPO.parent / "shared" / "corpora"),
@@ -557,11 +584,17 @@ def parse_args(argv=None):
     if args.scale and "scale" not in args.sections:
         args.sections.append("scale")
     for s in args.sections:
-        if s not in ("train", "encode", "scale"):
+        if s not in ("train", "encode", "scale", "shards"):
             p.error(f"--only: unknown section {s!r}")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
     args.vocabs = [int(v.replace("k", "000")) for v in args.vocabs.split(",")]
+    try:
+        args.shards_gb = [float(g) for g in args.shards_gb.split(",")]
+    except ValueError:
+        p.error(f"--shards-gb {args.shards_gb}: give sizes in GB, e.g. 5 or 0.2,1")
+    if "shards" in args.sections and args.corpus:
+        p.error("--only shards generates its corpus from the shared corpora: it does not take --corpus")
     args.encodings = (args.encodings or ("cl100k_base" if args.quick else "cl100k_base,o200k_base,r50k_base")).split(",")
     if args.anchors:
         names = [ALIASES.get(a.strip(), a.strip()) for a in args.anchors.split(",") if a.strip()]
@@ -634,6 +667,10 @@ def main(argv=None) -> int:
         _encode.encode_section(args, corp, args.anchor_list, results)
     if "scale" in args.sections:
         scale_section(args, corp, results)
+    if "shards" in args.sections:
+        shards_run(args, corp, info)
+        if args.sections == ["shards"]:  # its own files: latest.* and the chart are left as they are
+            return 0
     results["seconds"] = time.perf_counter() - t_start
 
     results["targets"] = targets(results)
