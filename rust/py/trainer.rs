@@ -13,7 +13,6 @@ use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard, INTERRUPTED};
 use super::progress::bar;
 use crate::encode::Encoder;
-use crate::input::records;
 use crate::pieces;
 use crate::pretokenize::Splitter;
 use crate::progress::{Pace, Unit};
@@ -144,9 +143,9 @@ impl Trainer {
     }
 
     /// Streams JSON Lines files (compressed or not) and counts the text
-    /// field of each record as one document; returns the number of bad
-    /// records skipped in each file (`skip_bad`; otherwise the first is an
-    /// error).
+    /// field of each record as one document, under the memory cap as
+    /// `feed_files` does; returns the number of bad records skipped in each
+    /// file (`skip_bad`; otherwise the first is an error).
     #[pyo3(signature = (paths, field, skip_bad, progress))]
     fn feed_records(&mut self, py: Python<'_>, paths: Vec<PathBuf>, field: Vec<String>, skip_bad: bool, progress: bool) -> PyResult<Vec<u64>> {
         let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
@@ -156,21 +155,17 @@ impl Trainer {
             let _free = crate::ReturnFreedMemory::new();
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
-                let read = std::sync::atomic::AtomicU64::new(0);
-                let mut n_records = 0u64;
-                let skipped = records::for_each_batch(&paths, &field, skip_bad, records::BATCH_BYTES, &read, |batch| {
-                    let docs: Vec<&str> = batch.docs().collect();
-                    let found = train::count_documents(splitter, &docs)?;
-                    *counts = train::merge_counts(std::mem::take(counts), found);
-                    spill.check(counts)?; // under the memory cap, if any
-                    n_records += docs.len() as u64;
-                    pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
-                    pb.set_message(format!(", {} records", crate::progress::count(n_records)));
+                let counted = train::count_records_into(splitter, &paths, &field, skip_bad, &mut spill.tally(counts), |n| {
+                    pb.inc(n);
                     check_interrupt()
-                })?;
-                pb.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
+                });
                 pb.abandon();
-                Ok(skipped)
+                if counted.is_err() {
+                    // Partly counted: nothing is kept (and spilled runs are removed).
+                    *counts = ChunkCounts::default();
+                    spill.clear();
+                }
+                counted
             })
         })
     }

@@ -51,7 +51,9 @@ mod merging;
 #[cfg(test)]
 mod testing;
 
-pub use count::{count_chunks, count_documents, count_files, count_files_into, merge_counts, ChunkCounts, Tally};
+pub use count::{
+    count_chunks, count_documents, count_files, count_files_into, count_records_into, merge_counts, ChunkCounts, Tally,
+};
 pub use spill::{Capped, Spill};
 pub use merging::Merge;
 
