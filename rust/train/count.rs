@@ -325,7 +325,7 @@ pub fn count_records_into(
     let count = |text: &str, counts: &mut ChunkCounts| count_chunks(splitter, text, counts);
     let mut skipped = vec![0u64; paths.len()];
     let skipped_ref = &mut skipped;
-    let read: Reader = Box::new(move |_spare, failed, send| {
+    let read: Reader = Box::new(move |spare, failed, send| {
         let read = std::sync::atomic::AtomicU64::new(0);
         let mut number = 0;
         for (k, path) in paths.iter().enumerate() {
@@ -335,6 +335,10 @@ pub fn count_records_into(
                 if failed.load(std::sync::atomic::Ordering::Relaxed) != usize::MAX {
                     return Ok(()); // a counting thread's error is reported instead
                 }
+                // The counting threads give each batch's buffer back; a batch
+                // is made afresh, so they are freed here (kept, they would
+                // pile up in the queue: memory growing with the input).
+                while spare.try_recv().is_ok() {}
                 if !batch.is_empty() {
                     send((number, batch.text, batch.ends))?;
                     number += 1;
