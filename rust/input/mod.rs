@@ -110,7 +110,8 @@ impl<R: Read> Read for Counted<'_, R> {
     }
 }
 
-fn decompressed<'a, R: Read + Send + 'a>(path: &Path, file: R, regular: bool) -> Result<(Box<dyn Read + Send + 'a>, bool), String> {
+/// `file` (already open: see `open`) decompressed as its name says.
+pub fn decompressed<'a, R: Read + Send + 'a>(path: &Path, file: R, regular: bool) -> Result<(Box<dyn Read + Send + 'a>, bool), String> {
     // Decoders read in small pieces: a buffer under them saves a system call each.
     let compression = Compression::of(path);
     if compression == Compression::None {
@@ -195,7 +196,9 @@ impl<'a> Blocks<'a> {
                 return Err(format!("{name} is compressed or not a regular file: it can only be read whole, once"));
             } else {
                 self.left = u64::MAX;
-                self.file = Some(open(&range.path)?.0);
+                // The file already open, never opened again: a pipe opened a
+                // second time waits for a writer that may have gone.
+                self.file = Some(decompressed(&range.path, file, false)?.0);
             }
             self.stream = !(regular && !compressed);
             self.offset = range.start;

@@ -205,8 +205,9 @@ pub(super) fn decode_to_fd(
                 src.seek(SeekFrom::Start(skip)).map_err(|e| format!("cannot read {name}: {e}"))?;
                 Box::new(src)
             } else {
-                // Stdin, a pipe, a compressed file: read past the header.
-                let mut r = input::open(&path)?.0;
+                // Stdin, a pipe, a compressed file: read past the header (from
+                // the file already open: a pipe is never opened twice).
+                let mut r = input::decompressed(&path, src, false)?.0;
                 std::io::copy(&mut (&mut r).take(skip), &mut std::io::sink())
                     .map_err(|e| format!("cannot read {name}: {e}"))?;
                 r

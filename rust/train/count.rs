@@ -1,6 +1,9 @@
 //! Counting: every document is pre-tokenized and each distinct chunk counted,
 //! from strings in memory or streamed from files (see `train/mod.rs`).
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc::Receiver;
+
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -276,21 +279,11 @@ fn count_files_in(
     Ok(total)
 }
 
-/// A numbered piece of text for a counting thread: one document (no
-/// `ends`), or several records, document k being `text[ends[k-1]..ends[k]]`.
+/// A numbered piece for a counting thread: one document, or records (`ends`).
 type Segment = (usize, String, Vec<usize>);
-
-/// What hands segments over, in order: a reader of text files or of records.
-/// It gets spare buffers to reuse, the number of the first failed segment
-/// (to stop early), and the function that queues a segment.
-type Reader<'a> = Box<
-    dyn FnOnce(
-            &std::sync::mpsc::Receiver<String>,
-            &std::sync::atomic::AtomicUsize,
-            &mut dyn FnMut(Segment) -> Result<(), String>,
-        ) -> Result<(), String>
-        + 'a,
->;
+type SendSegment<'s> = dyn FnMut(Segment) -> Result<(), String> + 's;
+/// Hands segments over in order, given spare buffers, the first failed one's number, the queue.
+type Reader<'a> = Box<dyn FnOnce(&Receiver<String>, &AtomicUsize, &mut SendSegment) -> Result<(), String> + 'a>;
 
 /// `count_files_in`, into `total`.
 fn count_files_to(
@@ -306,13 +299,11 @@ fn count_files_to(
     count_pipeline(count, read, flush_bytes, total)
 }
 
-/// Counts the records of JSON Lines files (`input::records`) into `total`:
-/// the same pipeline as files of text, the reader thread handing batches of
-/// records to the counting threads, each of which keeps its own map (a map
-/// per batch, grown and merged again each time, had made counting records
-/// twice as slow as counting the same text). `on_bytes` gets the bytes read
-/// from the files (as stored) after each batch. Returns the bad records
-/// skipped in each file (`skip_bad`).
+/// Counts the records of JSON Lines files (`input::records`) into `total`
+/// in the pipeline of text files: counting threads keep their maps (a map
+/// per batch had made records count twice as slow as the same text).
+/// `on_bytes`: bytes read (as stored). Returns the bad records skipped in
+/// each file (`skip_bad`).
 pub fn count_records_into(
     splitter: &Splitter,
     paths: &[std::path::PathBuf],
@@ -322,32 +313,27 @@ pub fn count_records_into(
     mut on_bytes: impl FnMut(u64) -> Result<(), String>,
 ) -> Result<Vec<u64>, String> {
     use crate::input::records::{Records, BATCH_BYTES};
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     let count = |text: &str, counts: &mut ChunkCounts| count_chunks(splitter, text, counts);
-    let mut skipped = vec![0u64; paths.len()];
-    let skipped_ref = &mut skipped;
+    let (mut skipped, read) = (vec![0u64; paths.len()], AtomicU64::new(0));
+    let (skipped_ref, read) = (&mut skipped, &read);
     let read: Reader = Box::new(move |spare, failed, send| {
-        let read = std::sync::atomic::AtomicU64::new(0);
         let mut number = 0;
         for (k, path) in paths.iter().enumerate() {
-            let input = crate::input::open_counted(path, &read)?;
-            let mut records = Records::new(std::io::BufReader::with_capacity(1 << 20, input), path, field, skip_bad);
+            let input = std::io::BufReader::with_capacity(1 << 20, crate::input::open_counted(path, read)?);
+            let mut records = Records::new(input, path, field, skip_bad);
             while let Some(batch) = records.next_batch(BATCH_BYTES)? {
-                if failed.load(std::sync::atomic::Ordering::Relaxed) != usize::MAX {
+                if failed.load(Relaxed) != usize::MAX {
                     return Ok(()); // a counting thread's error is reported instead
                 }
-                // The counting threads give each batch's buffer back; a batch
-                // is made afresh, so they are freed here (kept, they would
-                // pile up in the queue: memory growing with the input).
-                while spare.try_recv().is_ok() {}
-                if !batch.is_empty() {
-                    send((number, batch.text, batch.ends))?;
-                    number += 1;
-                }
-                on_bytes(read.swap(0, std::sync::atomic::Ordering::Relaxed))?;
+                while spare.try_recv().is_ok() {} // given back; kept, they would pile up
+                send((number, batch.text, batch.ends))?;
+                number += 1;
+                on_bytes(read.swap(0, Relaxed))?;
             }
             skipped_ref[k] = records.skipped;
         }
-        on_bytes(read.swap(0, std::sync::atomic::Ordering::Relaxed))
+        on_bytes(read.swap(0, Relaxed))
     });
     count_pipeline(&count, read, total.flush_bytes(), total)?;
     Ok(skipped)
