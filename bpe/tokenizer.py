@@ -24,10 +24,11 @@ from collections.abc import Mapping
 from typing import Collection, Iterable, Literal, Sequence
 
 from bpe import _core, fileformat
+from bpe.interop import Interop
 from bpe.bulk import BulkEncoding, _check_texts, _texts, _threads
 from bpe.corpus import Source, replace_surrogates
 from bpe.counts import Counts, capped_trainer, check_min_frequency, check_progress, feed_capped, trainer_for
-from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, parse_tiktoken_lines, read_file, tiktoken_lines
+from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, read_file
 from bpe.files import PathLike, atomic_write_text
 from bpe.patterns import PATTERNS, pattern_name, pretokenize, resolve_pattern
 from bpe.sources import SourceOptions, skipped_message
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-class Tokenizer(BulkEncoding):
+class Tokenizer(Interop, BulkEncoding):
     """A byte-level BPE tokenizer. Build one with :meth:`train` or :meth:`load`."""
 
     def __init__(
@@ -538,100 +539,6 @@ class Tokenizer(BulkEncoding):
             and self.special_tokens == other.special_tokens
         )
 
-    # -- tiktoken interop ---------------------------------------------------
-
-    @classmethod
-    def from_tiktoken(
-        cls,
-        src,
-        *,
-        pattern: str | None = None,
-        special_tokens: dict[str, int] | None = None,
-    ) -> "Tokenizer":
-        """A Tokenizer with a tiktoken vocabulary; encodes id for id as tiktoken.
-
-        ``src`` is one of:
-          * a ``tiktoken.Encoding``;
-          * an encoding name, loaded through tiktoken (which reads
-            ``TIKTOKEN_CACHE_DIR``): ``"r50k_base"`` (alias ``"gpt2"``, the same
-            ranks), ``"p50k_base"``, ``"cl100k_base"``, ``"o200k_base"``;
-          * a path to a ``.tiktoken`` rank file: then ``pattern=`` is required
-            (a rank file has none) and ``special_tokens=`` is optional.
-        ``pattern``/``special_tokens`` override the encoding's own.
-        """
-        if isinstance(src, os.PathLike) or (
-            isinstance(src, str) and (os.sep in src or src.endswith(".tiktoken") or os.path.isfile(src))
-        ):
-            if pattern is None:
-                raise ValueError(
-                    f"{os.fsdecode(src)} holds only token ranks; pass pattern= too "
-                    f"(e.g. pattern='gpt4' for cl100k_base, 'gpt4o' for o200k_base, 'gpt2' for r50k_base)"
-                )
-            raw, name = read_file(src, ".tiktoken rank file")
-            try:
-                ranks = parse_tiktoken_lines(raw.splitlines(), name=name)
-            except ValueError as e:  # the message names the file and line
-                raise TokenizerFileError(str(e)) from None
-            return cls(pattern=pattern, special_tokens=special_tokens or {}, ranks=ranks)
-        if isinstance(src, str):
-            tiktoken = _import_tiktoken()
-            # tiktoken's "gpt2" is r50k_base's ranks in another file format.
-            src = tiktoken.get_encoding({"gpt2": "r50k_base"}.get(src, src))
-        try:
-            ranks, pat, specials = src._mergeable_ranks, src._pat_str, src._special_tokens
-        except AttributeError:
-            raise TypeError(
-                f"from_tiktoken takes a tiktoken.Encoding, an encoding name or a .tiktoken path, "
-                f"not {type(src).__name__}"
-            ) from None
-        return cls(
-            pattern=pat if pattern is None else pattern,
-            special_tokens=dict(specials) if special_tokens is None else special_tokens,
-            ranks=ranks,
-        )
-
-    def to_tiktoken(self, name: str = "bpe"):
-        """A ``tiktoken.Encoding`` with our ranks, pattern and special tokens:
-        it encodes every text to the same ids as this Tokenizer."""
-        tiktoken = _import_tiktoken()
-        return tiktoken.Encoding(
-            name, pat_str=self.pattern, mergeable_ranks=self._ranks(), special_tokens=dict(self.special_tokens)
-        )
-
-    # -- HuggingFace interop ------------------------------------------------
-
-    def save_huggingface(self, path: PathLike) -> None:
-        """Writes a HuggingFace ``tokenizer.json`` (byte-level BPE, our split
-        regex, special tokens as added tokens) that ``tokenizers.Tokenizer.from_file``
-        loads and that encodes text to our ids (special tokens always allowed, as
-        HuggingFace does). Needs the merge list (see :attr:`merges`)."""
-        from bpe import huggingface
-
-        atomic_write_text(path, huggingface.to_json(self.vocab, self.merges, self.pattern, self.special_tokens))
-
-    @classmethod
-    def from_huggingface(cls, path: PathLike) -> "Tokenizer":
-        """Reads a byte-level BPE ``tokenizer.json`` (ours, GPT-2's, ...). Added
-        tokens become special tokens. Refuses, with the reason, what it cannot
-        reproduce exactly: normalizers, other pre-tokenizers, non-BPE models."""
-        from bpe import huggingface
-
-        raw, name = read_file(path, "tokenizer.json", inside="tokenizer.json")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise TokenizerFileError(
-                f"{name} is not a tokenizer.json: it is not UTF-8 text (byte offset {e.start})"
-            ) from None
-        ranks, pattern, specials = huggingface.from_json(text, name)
-        return cls(pattern=pattern, special_tokens=specials, ranks=ranks)
-
-    def save_tiktoken(self, path: PathLike) -> None:
-        """Writes the ranks as a ``.tiktoken`` file (base64 token, space, rank;
-        one per line). Like tiktoken's files it holds neither the pattern nor
-        the special tokens: pass them to ``from_tiktoken`` or ``tiktoken.Encoding``."""
-        atomic_write_text(path, "".join(line + "\n" for line in tiktoken_lines(self.vocab)))
-
     __hash__ = None  # mutable state
 
 
@@ -685,13 +592,3 @@ def _check_errors(errors) -> None:
 
 def _from_ranks(ranks, pattern, special_tokens) -> Tokenizer:
     return Tokenizer(pattern=pattern, special_tokens=special_tokens, ranks=ranks)
-
-
-def _import_tiktoken():
-    try:
-        import tiktoken
-    except ImportError:
-        raise ImportError("this needs the tiktoken package: pip install 'bpe[tiktoken]'") from None
-    return tiktoken
-
-
