@@ -3,6 +3,8 @@
 //!   cargo run --profile release --example profile -- encode RANKFILE PATTERN CORPUS
 //!   cargo run --profile release --example profile -- train CORPUS VOCAB
 //!   (MERGES=PATH writes the learned merges to PATH)
+//!   cargo run --profile release --example profile -- records (raw|parse) FIELD FILES...
+//!   (reads JSON Lines shards: `raw` only decompresses, `parse` takes each record's field too)
 use std::time::Instant;
 
 use bpe::encode::Encoder;
@@ -51,6 +53,28 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args[1].as_str() {
+        "records" => {
+            let t = Instant::now();
+            let field: Vec<String> = args[3].split('.').map(String::from).collect();
+            let (mut bytes, mut docs) = (0usize, 0usize);
+            for path in &args[4..] {
+                let path = std::path::Path::new(path);
+                let read = std::sync::atomic::AtomicU64::new(0);
+                let input = bpe::input::open_counted(path, &read).unwrap();
+                let mut input = std::io::BufReader::with_capacity(1 << 20, input);
+                if args[2] == "raw" {
+                    bytes += std::io::copy(&mut input, &mut std::io::sink()).unwrap() as usize;
+                    continue;
+                }
+                let mut records = bpe::input::records::Records::new(input, path, &field, false);
+                while let Some(batch) = records.next_batch(bpe::input::records::BATCH_BYTES).unwrap() {
+                    bytes += batch.text.len();
+                    docs += batch.len();
+                }
+            }
+            let s = t.elapsed().as_secs_f64();
+            println!("{} {} MB of text, {} records, {:.2} s, {:.0} MB/s", args[2], bytes / 1_000_000, docs, s, bytes as f64 / 1e6 / s);
+        }
         "encode" => {
             let ranks: FxHashMap<Vec<u8>, Rank> = std::fs::read(&args[2])
                 .unwrap()

@@ -21,10 +21,9 @@ use rustc_hash::FxHashSet;
 
 use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard};
-use super::stream::{borrowed, Out};
+use super::stream::Output;
 use crate::batch::{run_batch, runs, thread_pool};
 use crate::bulk::Sink;
-use crate::idtext::Format;
 use crate::input::arrow::{Bad, Strings, Width};
 use crate::pretokenize::Splitter;
 use crate::train::{self, ChunkCounts};
@@ -218,15 +217,7 @@ pub(super) fn encode_arrow_to_fd(
     follows: bool,
 ) -> PyResult<(Vec<u64>, u64, Option<String>)> {
     let enc = &core.get().enc;
-    let text = match format {
-        "binary" | "count" => None,
-        other => Some(guard(|| Format::parse(other))?),
-    };
-    let separator = if text.is_some() { None } else { separator };
-    let file = borrowed(out).filter(|_| format != "count");
-    if file.is_none() && format != "count" {
-        return guard(|| Err(format!("no file descriptor to write the {format} output to")));
-    }
+    let output = Output::new(format, out, separator)?;
     let array = Array::new(&array)?;
     let rows = Rows { name, first_row, skip_bad };
     let allowed: FxHashSet<String> = allowed_special.into_iter().collect();
@@ -242,12 +233,12 @@ pub(super) fn encode_arrow_to_fd(
                     rows.bad(i, what, &mut skipped)?;
                 }
             }
-            let mut sink = Out::new(file.as_deref(), text, width);
+            let mut sink = output.sink(width);
             let mut first = !follows;
             for (i, record) in encoded.iter().enumerate() {
                 let Ok(ids) = record else { continue };
                 sink.start(i)?;
-                if let Some(sep) = separator.filter(|_| !first) {
+                if let Some(sep) = output.separator.filter(|_| !first) {
                     sink.ids(0, &[sep])?;
                 }
                 first = false;

@@ -113,6 +113,37 @@ impl Sink for Out<'_> {
     }
 }
 
+/// The output settings the `*_to_fd` functions share: `format` (`"ids"`,
+/// `"json"`: lines of text; `"binary"`: fixed-width ids with `separator`
+/// between documents; `"count"`: nothing written) and descriptor `out`,
+/// borrowed (Python closes it).
+pub(super) struct Output {
+    pub(super) text: Option<Format>,
+    pub(super) separator: Option<Rank>,
+    pub(super) file: Option<ManuallyDrop<File>>,
+}
+
+impl Output {
+    pub(super) fn new(format: &str, out: i32, separator: Option<Rank>) -> PyResult<Output> {
+        let text = match format {
+            "binary" | "count" => None,
+            other => Some(guard(|| Format::parse(other))?),
+        };
+        // Text output has a line per document: no separator id.
+        let separator = if text.is_some() { None } else { separator };
+        let file = borrowed(out).filter(|_| format != "count");
+        if file.is_none() && format != "count" {
+            return guard(|| Err(format!("no file descriptor to write the {format} output to")));
+        }
+        Ok(Output { text, separator, file })
+    }
+
+    /// The sink writing there, for ids of `width` bytes.
+    pub(super) fn sink(&self, width: usize) -> Out<'_> {
+        Out::new(self.file.as_deref(), self.text, width)
+    }
+}
+
 /// Encodes `paths` (each one document; `-` is stdin) and writes the ids to
 /// descriptor `out` in `format`: `"ids"` or `"json"` (a line of text per
 /// file), `"binary"` (`width`-byte little-endian ids, `separator` between
@@ -135,26 +166,18 @@ pub(super) fn encode_to_fd(
     progress: Option<PyObject>,
 ) -> PyResult<Vec<u64>> {
     let enc = &core.get().enc;
-    let text = match format {
-        "binary" | "count" => None,
-        other => Some(guard(|| Format::parse(other))?),
-    };
+    let output = Output::new(format, out, separator)?;
     let segments: Vec<Segment> = paths
         .into_iter()
         .map(|path| Segment { range: Range { path, start: 0, end: None }, sink: 0, doc_start: true })
         .collect();
     let n = segments.len();
     let allowed: FxHashSet<String> = allowed_special.into_iter().collect();
-    let separator = if text.is_some() { None } else { separator };
-    let opts = Options { allowed: &allowed, disallowed: &disallowed_special, separator };
-    let file = borrowed(out).filter(|_| format != "count");
-    if file.is_none() && format != "count" {
-        return guard(|| Err(format!("no file descriptor to write the {format} output to")));
-    }
+    let opts = Options { allowed: &allowed, disallowed: &disallowed_special, separator: output.separator };
     py.allow_threads(|| {
         guard(|| {
             let pool = thread_pool(num_threads)?;
-            let mut sink = Out::new(file.as_deref(), text, width);
+            let mut sink = output.sink(width);
             encode_segments(enc, &segments, &opts, &pool, BLOCK_BYTES, between(&progress), &mut sink)?;
             let mut counts = sink.finish()?;
             counts.resize(n, 0);
@@ -248,22 +271,14 @@ pub(super) fn encode_records_to_fd(
     progress: Option<PyObject>,
 ) -> PyResult<(Vec<(u64, u64)>, Vec<u64>)> {
     let enc = &core.get().enc;
-    let text = match format {
-        "binary" | "count" => None,
-        other => Some(guard(|| Format::parse(other))?),
-    };
+    let output = Output::new(format, out, separator)?;
+    let separator = output.separator;
     let allowed: FxHashSet<String> = allowed_special.into_iter().collect();
-    let separator = if text.is_some() { None } else { separator };
-    let file = borrowed(out).filter(|_| format != "count");
-    if file.is_none() && format != "count" {
-        return guard(|| Err(format!("no file descriptor to write the {format} output to")));
-    }
     let n = paths.len();
     py.allow_threads(|| {
         guard(|| {
             let pool = thread_pool(num_threads)?;
-            let writer = file.as_ref().map(|f| BufWriter::with_capacity(1 << 20, &**f));
-            let mut sink = Out { writer, text: text.map(idtext::Writer::new), width, counts: Vec::new(), started: false, bytes: Vec::new() };
+            let mut sink = output.sink(width);
             let mut per_file = vec![(0u64, 0u64); n];
             let mut progress_at = between(&progress);
             let read = std::sync::atomic::AtomicU64::new(0);

@@ -35,12 +35,14 @@
 //! the existing id instead of adding a second token with the same bytes, so
 //! `vocab` stays a bijection (which tiktoken's rank files require).
 
-// In the order they build on each other: counting stands alone; count
+// In the order they build on each other: counting stands alone, streamed
+// counting (files, records) is its pipeline; count
 // tables (`.bpec` files) and spilling counts to them under a memory cap
 // come next; the merge loop's parts go words, occurrences (word lists),
 // cold pairs, heap, then the loop's state and steps (`merging.rs`), driven
 // by `learn` below.
 mod count;
+mod pipeline;
 pub mod table;
 mod spill;
 mod words;
@@ -51,9 +53,8 @@ mod merging;
 #[cfg(test)]
 mod testing;
 
-pub use count::{
-    count_chunks, count_documents, count_files, count_files_into, count_records_into, merge_counts, ChunkCounts, Tally,
-};
+pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Tally};
+pub use pipeline::{count_files, count_files_into, count_records_into};
 pub use spill::{Capped, Spill};
 pub use merging::Merge;
 

@@ -323,7 +323,8 @@ mod tests {
     use super::*;
     use crate::patterns::GPT4_PATTERN;
     use crate::pretokenize::Splitter;
-    use crate::train::count::{count_chunks, count_files, count_files_into};
+    use crate::train::count::count_chunks;
+    use crate::train::pipeline::{count_files, count_files_into};
     use crate::train::testing::random_text;
 
     /// A fresh directory for a test, removed when dropped.
