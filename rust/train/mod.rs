@@ -36,13 +36,15 @@
 //! `vocab` stays a bijection (which tiktoken's rank files require).
 
 // In the order they build on each other: counting stands alone, streamed
-// counting (files, records) is its pipeline; count
+// counting (files, records) is its pipeline, or a file per thread for
+// many record files (`shards.rs`); count
 // tables (`.bpec` files) and spilling counts to them under a memory cap
 // come next; the merge loop's parts go words, occurrences (word lists),
 // cold pairs, heap, then the loop's state and steps (`merging.rs`), driven
 // by `learn` below.
 mod count;
 mod pipeline;
+mod shards;
 pub mod table;
 mod spill;
 mod words;

@@ -91,12 +91,32 @@ fn count_files_to(
     count_pipeline(count, read, flush_bytes, total)
 }
 
-/// Counts the records of JSON Lines files (`input::records`) into `total`
-/// in the pipeline of text files: counting threads keep their maps (a map
+/// Counts the records of JSON Lines files (`input::records`) into `total`:
+/// a file per thread when there are enough files (`shards.rs`), else in the
+/// pipeline of text files, whose counting threads keep their maps (a map
 /// per batch had made records count twice as slow as the same text).
 /// `on_bytes`: bytes read (as stored). Returns the bad records skipped in
 /// each file (`skip_bad`).
 pub fn count_records_into(
+    splitter: &Splitter,
+    paths: &[std::path::PathBuf],
+    field: &[String],
+    skip_bad: bool,
+    total: &mut dyn Tally,
+    on_bytes: impl FnMut(u64) -> Result<(), String>,
+) -> Result<Vec<u64>, String> {
+    // Enough files to keep every thread busy with whole files: each reads its
+    // own (`shards.rs`: the lone reader here is the limit past a few cores).
+    // One thread asked for keeps the pipeline, whose reader overlaps it.
+    let threads = rayon::current_num_threads();
+    if threads > 1 && paths.len() >= threads.min(4) {
+        return super::shards::count_record_files(splitter, paths, field, skip_bad, threads, total, on_bytes);
+    }
+    count_records_into_pipeline(splitter, paths, field, skip_bad, total, on_bytes)
+}
+
+/// `count_records_into` through the pipeline: one reader for all files.
+pub(super) fn count_records_into_pipeline(
     splitter: &Splitter,
     paths: &[std::path::PathBuf],
     field: &[String],
