@@ -265,6 +265,38 @@ def build(gb: float, shared: Path, log=print) -> dict:
     return man
 
 
+def parquet_shards(man: dict, log=print) -> str:
+    """The same records as Parquet shards (one per .jsonl.zst shard, columns
+    ``text`` and ``meta``, zstd-compressed, row groups of 2,000 records),
+    made from the JSON Lines shards once and cached beside them: the folder."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    src = sorted(Path(man["dir"]).glob("*.jsonl.zst"))
+    folder = Path(man["dir"]).parent / "parquet"
+    stamp = folder / ".made-from"  # hidden: a directory source skips it
+    want = {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in src}
+    try:
+        if json.loads(stamp.read_text()) == want:
+            return str(folder)
+    except (OSError, ValueError):
+        pass
+    log(f"  writing {len(src)} Parquet shards to {folder} ...", flush=True)
+    folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.parquet"):
+        old.unlink()
+    for path in src:
+        with open(path, "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh) as r:
+            lines = io.TextIOWrapper(r, encoding="utf-8")
+            records = [json.loads(line) for line in lines]
+        table = pa.table({"text": [x["text"] for x in records], "meta": [json.dumps(x["meta"]) for x in records]})
+        pq.write_table(table, folder / path.name.replace(".jsonl.zst", ".parquet"), compression="zstd",
+                       row_group_size=2000)
+    stamp.write_text(json.dumps(want))
+    return str(folder)
+
+
 def _files_unchanged(man: dict) -> bool:
     folder = Path(man.get("txt", "/nonexistent")).parent
     for name, (size, mtime) in (man.get("files") or {"": [0, 0]}).items():
@@ -433,6 +465,9 @@ def rows_for(man: dict, out: Path, vocab: int, max_mem: bool, anchors: list[str]
         {"key": "bpe-txt", "tool": "bpe", "input": "all.txt", "ours": True,
          "cmd": cli + ["train", txt, "--vocab", str(vocab), "-o", str(out / "txt.bpe")]},
     ]
+    if man.get("parquet"):
+        rows.append({"key": "bpe-parquet", "tool": "bpe", "input": "shards (.parquet)", "ours": True,
+                     "cmd": cli + ["train", man["parquet"], "--vocab", str(vocab), "-o", str(out / "parquet.bpe")]})
     if max_mem:
         for key, cap in (("bpe-shards-maxmem", MAX_MEMORY), ("bpe-shards-spill", MAX_MEMORY_SPILL)):
             rows.append({"key": key, "tool": "bpe", "input": "shards (.jsonl.zst)", "ours": True, "cap": cap,
@@ -463,6 +498,10 @@ def shards_section(args, shared: Path, results: dict, log=print, folder: Path | 
     results["shards"] = sec
     for gb in args.shards_gb:
         man = build_in_child(gb, shared, args.timeout)
+        try:
+            man = dict(man, parquet=parquet_shards(man, log))
+        except ImportError:
+            log("  no pyarrow/zstandard here: the Parquet row is skipped")
         size = {"gb": gb, "manifest": {k: v for k, v in man.items() if k not in ("files",)}, "rows": [],
                 "driver_rss_mb": driver_rss_mb()}
         log(f"  driver process: {size['driver_rss_mb'].get('VmRSS', 0):.0f} MB resident (a child's peak RSS "
@@ -566,6 +605,14 @@ def targets(sec: dict) -> list[tuple[str, str, str]]:
                         f"{q:.3f}× ({shards['wall_s']:.1f} s vs {txt['wall_s']:.1f} s, medians of {shards['n']})"))
         else:
             out.append(("SKIP", name, "not measured"))
+        pq_row = _row(size, "bpe-parquet")
+        name = f"{gb}: bpe train on .parquet shards ≤ {OVERHEAD_TARGET:.2f}× the same text as plain .txt"
+        if pq_row and txt:
+            q = pq_row["wall_s"] / txt["wall_s"]
+            same = pq_row.get("sha256") == (shards or {}).get("sha256")
+            out.append(("PASS" if q <= OVERHEAD_TARGET else "FAIL", name,
+                        f"{q:.3f}× ({pq_row['wall_s']:.1f} s vs {txt['wall_s']:.1f} s, medians of {pq_row['n']}); "
+                        f"the tokenizer {'identical to' if same else 'DIFFERS from'} the .jsonl.zst shards' one"))
         name = f"{gb}: --max-memory {MAX_MEMORY}: the tokenizer file identical to the unbounded run's"
         name2 = f"{gb}: --max-memory {MAX_MEMORY}: peak RSS ≤ {MAX_MEMORY_RSS_TARGET} MB"
         if not sec["max_memory_flag"]:
