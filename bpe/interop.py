@@ -8,13 +8,14 @@ tokens) and nothing else; the exactness checks live in the tests
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from bpe.fileformat import TokenizerFileError, parse_tiktoken_lines, read_file, tiktoken_lines
 from bpe.files import PathLike, atomic_write_text
 
-if TYPE_CHECKING:  # annotations only: bpe.tokenizer imports this module
-    from bpe.tokenizer import Tokenizer
+# The Tokenizer class these methods are mixed into (this module cannot
+# import bpe.tokenizer, which imports it).
+T = TypeVar("T", bound="Interop")
 
 
 class Interop:
@@ -24,12 +25,12 @@ class Interop:
 
     @classmethod
     def from_tiktoken(
-        cls,
+        cls: type[T],
         src,
         *,
         pattern: str | None = None,
         special_tokens: dict[str, int] | None = None,
-    ) -> "Tokenizer":
+    ) -> T:
         """A Tokenizer with a tiktoken vocabulary; encodes id for id as tiktoken.
 
         ``src`` is one of:
@@ -92,7 +93,7 @@ class Interop:
         atomic_write_text(path, huggingface.to_json(self.vocab, self.merges, self.pattern, self.special_tokens))
 
     @classmethod
-    def from_huggingface(cls, path: PathLike) -> "Tokenizer":
+    def from_huggingface(cls: type[T], path: PathLike) -> T:
         """Reads a byte-level BPE ``tokenizer.json`` (ours, GPT-2's, ...). Added
         tokens become special tokens. Refuses, with the reason, what it cannot
         reproduce exactly: normalizers, other pre-tokenizers, non-BPE models."""
