@@ -25,7 +25,7 @@ import warnings
 from decimal import Decimal
 from pathlib import Path
 
-from bpe import gpt_cli, sources
+from bpe import cli_see, gpt_cli, sources
 from bpe.cli_io import (
     STDIN,
     Bar,
@@ -535,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_info)
 
     gpt_cli.add_parser(sub)
+    cli_see.add_parser(sub)
     return p
 
 
