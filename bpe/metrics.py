@@ -108,7 +108,7 @@ def renyi_entropy(counts, alpha: float = RENYI_ALPHA) -> float:
     if total == 0:
         return float("nan")
     p = counts[counts > 0] / total
-    return float(math.log(np.sum(p**alpha)) / (1 - alpha))
+    return float(math.log(np.sum(p**alpha)) / (1 - alpha)) + 0.0  # + 0.0: one type gives 0.0, not -0.0
 
 
 def renyi_efficiency(counts, vocab_size: int, alpha: float = RENYI_ALPHA) -> float:
