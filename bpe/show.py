@@ -76,15 +76,21 @@ def render(tok: Tokenizer, ids, *, color: bool, show_ids: bool = False) -> str:
         text = tok.token_bytes(int(i)).decode("utf-8", errors="bpe-show-hex")
         parts = text.split("\n")
         lines = [p.translate(_VISIBLE_TABLE) + "↵" for p in parts[:-1]] + [parts[-1].translate(_VISIBLE_TABLE)]
+        # The id goes after the token's last visible line (a token that ends
+        # with a newline has its id after the ↵, not on the next line).
+        at = len(lines) - 2 if len(lines) > 1 and not lines[-1] else len(lines) - 1
         label = f"[{int(i)}]" if show_ids else ""
         if color:
             bg = BACKGROUNDS[k % len(BACKGROUNDS)]
             # Each line coloured apart, reset before the newline: a background
             # left on across a line break paints the rest of the terminal line.
-            shown = "\n".join(f"{bg}{FOREGROUND}{line}{RESET}" if line else "" for line in lines)
-            out.append(shown + (f"{DIM}{label}{RESET}" if label else ""))
+            shown = [f"{bg}{FOREGROUND}{line}{RESET}" if line else "" for line in lines]
+            if label:
+                shown[at] += f"{DIM}{label}{RESET}"
+            out.append("\n".join(shown))
         else:
-            out.append("\n".join(lines) + label + ("|" if k + 1 < len(ids) else ""))
+            lines[at] += label
+            out.append("\n".join(lines) + ("|" if k + 1 < len(ids) else ""))
     return "".join(out)
 
 
