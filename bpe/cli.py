@@ -1,4 +1,5 @@
-"""The `bpe` command line: train, count, encode, decode, info, and gpt (train/sample).
+"""The `bpe` command line: train, count, encode, decode, info, gpt (train/sample), and
+compare, show, audit, serve (bpe/cli_see.py).
 
 Conventions, the same for every command:
 - ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
