@@ -48,7 +48,7 @@ def add_parser(sub) -> None:
     )
     c.add_argument("tokenizers", nargs="+", metavar="TOK", help=TOKENIZER_HELP)
     c.add_argument("--corpus", nargs="+", required=True, metavar="FILE",
-                   help="UTF-8 text files (.gz/.xz/.bz2/.zst decompressed)")
+                   help="UTF-8 text files (.gz/.xz/.bz2/.zst decompressed; - for standard input)")
     out = c.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the rows as JSON")
     out.add_argument("--markdown", action="store_true", help="print the table as Markdown")
@@ -228,7 +228,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     kwargs = {} if args.max_body is None else {"max_body": args.max_body}
     server = serve.make_server(tokenizers, host=args.host, port=args.port, **kwargs)
     host, port = server.server_address[:2]
-    print(f"bpe serve: http://{host}:{port}/ ({', '.join(specs)}); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"bpe serve: http://{host}:{port}/ ({', '.join(tokenizers)}); Ctrl-C stops", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import time
 from typing import Iterable, Sequence
 
@@ -136,8 +137,13 @@ def compare(
         from bpe.named import load_tokenizer
 
         tokenizers = {spec: load_tokenizer(spec) for spec in tokenizers}
-    texts = ((os.path.basename(os.fspath(p)), read_corpus(p, limit)) for p in corpora)
+    texts = ((_corpus_name(p), read_corpus(p, limit)) for p in corpora)
     return compare_texts(tokenizers, texts, split_sections=split_sections, threads=threads)
+
+
+def _corpus_name(path) -> str:
+    path = os.fspath(path)
+    return "<stdin>" if path == "-" else os.path.basename(path)
 
 
 def read_corpus(path: str | os.PathLike, limit: int | None = None) -> bytes:
@@ -145,6 +151,8 @@ def read_corpus(path: str | os.PathLike, limit: int | None = None) -> bytes:
     with ``limit``, its first ``limit`` bytes cut back to the last newline."""
     path = os.fspath(path)
     opener = _opener(path)
+    if path == "-":  # standard input
+        opener = lambda _p, _m: os.fdopen(os.dup(sys.stdin.fileno()), "rb")  # noqa: E731
     with opener(path, "rb") as f:
         data = f.read() if limit is None else f.read(limit + 1)
     if limit is not None and len(data) > limit:
@@ -158,7 +166,7 @@ def read_corpus(path: str | os.PathLike, limit: int | None = None) -> bytes:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise UsageError(f"{path} is not valid UTF-8 at byte offset {e.start} (line {line}); convert it to UTF-8") \
+        raise UsageError(f"{_corpus_name(path) if path == '-' else path} is not valid UTF-8 at byte offset {e.start} (line {line}); convert it to UTF-8") \
             from None
     return data
 

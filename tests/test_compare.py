@@ -231,6 +231,8 @@ def test_cli_table_json_markdown(tmp_path, aa_file):
     rows = json.loads(ok(run("compare", aa_file, "--corpus", corpus, "--json", cwd=tmp_path)).stdout)
     assert [(r["tokenizer"], r["section"], r["tokens"]) for r in rows] == [("aa.bpe", "one", 5), ("aa.bpe", "two", 7)]
     assert rows == json.loads(json.dumps(rows))  # plain JSON: no NaN
+    rows = json.loads(ok(run("compare", aa_file, "--corpus", "-", "--json", cwd=tmp_path, stdin="aaa aa\n")).stdout)
+    assert [(r["corpus"], r["tokens"]) for r in rows] == [("<stdin>", 5)]
     md = ok(run("compare", aa_file, "--corpus", corpus, "--markdown", "--no-sections", cwd=tmp_path)).stdout
     assert md.splitlines()[0].startswith("| tokenizer | corpus |") and md.count("\n") == 3
     one = format_markdown(compare_texts({"x": _aa_tokenizer()}, [("c", b"a")])).splitlines()
