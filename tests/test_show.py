@@ -4,6 +4,7 @@ against tiktoken."""
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 from conftest import ROOT, require_vocab
@@ -124,3 +125,19 @@ def test_readme_worked_numbers_are_tiktokens():
             want = len(enc.encode_ordinary(sample))
             assert tok.encode_ordinary(sample) == enc.encode_ordinary(sample)
             assert counts[name_index] == want, f"README says {counts[name_index]} {name} tokens for {sample!r}"
+
+
+def test_readme_show_examples_are_what_bpe_show_prints(tmp_path):
+    """Each `$ bpe show ...` line of the README's bpe show section, run, prints
+    the line after it."""
+    from bpe.named import NAMES
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### `bpe show`", 1)[1].split("\n#", 1)[0]
+    lines = section.splitlines()
+    examples = [(lines[k][2:], lines[k + 1]) for k in range(len(lines) - 1) if lines[k].startswith("$ bpe show ")]
+    assert len(examples) >= 3
+    for command, want in examples:
+        args = shlex.split(command)[1:]
+        require_vocab(NAMES[args[args.index("-t") + 1]])
+        assert ok(run(*args, "-q", cwd=tmp_path)).stdout == want + "\n", command
