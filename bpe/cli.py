@@ -1,4 +1,5 @@
-"""The `bpe` command line: train, count, encode, decode, info, and gpt (train/sample).
+"""The `bpe` command line: train, count, encode, decode, info, gpt (train/sample), and
+compare, show, audit, serve (bpe/cli_see.py).
 
 Conventions, the same for every command:
 - ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
@@ -25,7 +26,7 @@ import warnings
 from decimal import Decimal
 from pathlib import Path
 
-from bpe import gpt_cli, sources
+from bpe import cli_see, gpt_cli, sources
 from bpe.cli_io import (
     STDIN,
     Bar,
@@ -535,6 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_info)
 
     gpt_cli.add_parser(sub)
+    cli_see.add_parser(sub)
     return p
 
 
