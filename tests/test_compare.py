@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 
 import pytest
-from conftest import CORPORA, require_vocab
+from conftest import CORPORA, require_vocab, shared_file
 from hypothesis import given
 from hypothesis import strategies as st
 from test_cli import assert_clean_failure, ok, run
@@ -186,23 +186,31 @@ def _by_hand(enc, text: str, vocab_size: int) -> dict:
     }
 
 
-def test_compare_matches_tiktoken_on_the_multilingual_corpus():
-    tiktoken = pytest.importorskip("tiktoken")
-    for name in ("cl100k_base", "o200k_base"):
-        require_vocab(name)
-    rows = compare(["cl100k", "o200k"], [MULTILINGUAL])
-    text = MULTILINGUAL.read_text(encoding="utf-8")
-    # The sections, found without the module's regex: header lines as the corpus README describes them.
+def _sections_by_hand(text: str) -> list[tuple[str, str]]:
+    """The sections, found without the module's regex: a header is a line that
+    starts and ends with ``=====`` and holds ``[code]`` (the corpora's READMEs)."""
     parts, code, lines = [], None, []
     for line in text.splitlines(keepends=True):
-        if line.startswith("===== UDHR [") and line.rstrip("\n").endswith(" ====="):
+        bare = line.rstrip("\n")
+        if bare.startswith("=====") and bare.endswith("=====") and "[" in bare and "]" in bare:
             if code is not None:
                 parts.append((code, "".join(lines)))
-            code, lines = line[len("===== UDHR ["):line.index("]")], []
+            code, lines = bare[bare.index("[") + 1:bare.index("]")], []
         else:
             lines.append(line)
     parts.append((code, "".join(lines)))
-    assert len(parts) == 49
+    return parts
+
+
+def _check_against_tiktoken(path, limit=None) -> int:
+    """``compare`` of cl100k and o200k on ``path`` equals, row for row and figure
+    for figure, what plain Python computes from tiktoken's own ids. Returns the
+    number of sections."""
+    tiktoken = pytest.importorskip("tiktoken")
+    for name in ("cl100k_base", "o200k_base"):
+        require_vocab(name)
+    rows = compare(["cl100k", "o200k"], [path], limit=limit)
+    parts = _sections_by_hand(read_corpus(path, limit).decode("utf-8"))
     assert [(r["section"], r["tokenizer"]) for r in rows] == [(c, t) for c, _ in parts for t in ("cl100k", "o200k")]
     encodings = {"cl100k": tiktoken.get_encoding("cl100k_base"), "o200k": tiktoken.get_encoding("o200k_base")}
     for row, (code, body) in zip(rows, [p for p in parts for _ in (0, 1)]):
@@ -211,6 +219,18 @@ def test_compare_matches_tiktoken_on_the_multilingual_corpus():
         want = _by_hand(enc, body, vocab_size=len(enc._mergeable_ranks))
         for key, value in want.items():
             assert row[key] == pytest.approx(value, rel=1e-12), (code, row["tokenizer"], key)
+    return len(parts)
+
+
+def test_compare_matches_tiktoken_on_the_multilingual_corpus():
+    assert _check_against_tiktoken(MULTILINGUAL) == 49
+
+
+def test_compare_matches_tiktoken_on_flores200():
+    # The shared FLORES-200 devtest (184 languages, 27 MB): its first 4 MB, cut
+    # at a line end by compare's own --limit, are the first ~25 languages.
+    path = shared_file("mid/flores200_devtest_184langs.txt.xz")
+    assert _check_against_tiktoken(path, limit=4_000_000) >= 20
 
 
 # -- the command ----------------------------------------------------------------------
