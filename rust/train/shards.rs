@@ -120,12 +120,15 @@ pub(super) fn count_record_files(
     if let Some(e) = stopped_by {
         return Err(e);
     }
+    // The bytes read since the last poll, and the last chance to hear of a
+    // stop (Ctrl-C): asked before a file's failure is reported, so a stop is
+    // reported as one even when the work ended before the first poll.
+    on_bytes(read.swap(0, Relaxed))?;
     let outcomes = outcomes.into_inner().unwrap_or_else(PoisonError::into_inner);
     if let Some(Some(Err(e))) = outcomes.get(failed.load(Relaxed)) {
         return Err(e.clone());
     }
     last_flush?;
-    on_bytes(read.swap(0, Relaxed))?;
     Ok(outcomes.into_iter().map(|o| o.and_then(Result::ok).unwrap_or(0)).collect())
 }
 
@@ -206,7 +209,9 @@ mod tests {
                     .unwrap();
             assert_eq!(skipped, vec![0, 0, 1, 0, 1, 0]);
         }
-        // A stop asked for by `on_bytes` (Ctrl-C) is the error returned.
+        // A stop asked for by `on_bytes` (Ctrl-C) is the error returned, also
+        // when the files fail before the first poll (as they do on a fast
+        // machine: this was once timing-dependent).
         let err = count_record_files(&splitter, &paths, &field, false, 2, &mut ChunkCounts::default(), |_| {
             Err("interrupted".to_string())
         })
