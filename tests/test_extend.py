@@ -201,3 +201,14 @@ def test_no_warning_on_plain_extension(base):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Tokenizer.train(CODE[:50_000], 1010, base=base)
+
+
+@pytest.mark.parametrize("name", ["tinyshakespeare.txt", "multilingual_udhr.txt", "cpython_stdlib_sample.py.txt",
+                                  "emoji-test.txt"])
+def test_extending_on_the_same_corpus_is_training_on(name):
+    # A differential check of the extending merge loop against the trainer
+    # from bytes: on the corpus a base was trained on, its encoding of each
+    # chunk is where training stood after its merges, so learning on from
+    # there must give the merges training further gives.
+    text = (CORPORA / name).read_text()[:300_000]
+    assert Tokenizer.train(text, 1500, base=Tokenizer.train(text, 700))._dumps() == Tokenizer.train(text, 1500)._dumps()
