@@ -201,8 +201,8 @@ def cmd_encode(args: argparse.Namespace) -> None:
         raise CommandLineError("give FILEs or --text, not both")
     if args.text is None and not args.files:
         raise CommandLineError("give FILEs to encode (- for standard input), or --text")
-    cli_pipeline.check_dropout_args(args, fmt)
-    if args.dropout is not None:
+    cli_pipeline.check_dropout_args(args)
+    if args.dropout is not None and fmt != "dataset":
         tok = _load(args.tokenizer)
         if args.output is not None:
             check_output_file(args.output, force=args.force)
@@ -292,6 +292,8 @@ def _encode_dataset(args) -> None:
         progress=False if args.quiet else None,
         tokenizer_name=args.tokenizer,
         force=args.force,
+        dropout=args.dropout or 0.0,
+        seed=args.seed,
         **special_policy(args),
     )
     s = meta["splits"]

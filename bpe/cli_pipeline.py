@@ -65,15 +65,13 @@ def check_base_args(args) -> None:
 # -- encode --dropout -----------------------------------------------------------
 
 
-def check_dropout_args(args, fmt: str) -> None:
+def check_dropout_args(args) -> None:
     if args.dropout is None:
         if args.seed is not None:
             raise CommandLineError("--seed goes with --dropout")
         return
     if not 0 <= args.dropout < 1:
         raise UsageError(f"--dropout must be at least 0 and below 1, got {args.dropout}")
-    if fmt == "dataset":
-        raise CommandLineError("--dropout writes ids, JSON or .npy (-o FILE.npy), not a dataset directory")
 
 
 def encode_dropout(tok, args, fmt: str, policy: dict, write_output) -> None:

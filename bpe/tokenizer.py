@@ -38,6 +38,10 @@ from bpe.sources import SourceOptions, skipped_message
 from bpe.specials import ENDOFTEXT, check_assigned, check_special_tokens, disallowed_error
 from bpe.vocab import MAX_ID, MAX_VOCAB_SIZE, check_id_range, replay, vocab_from_ranks
 
+#: ``train``'s default special tokens, told apart (by identity) from the same
+#: tokens given: with ``base=``, the default means the base's own.
+_DEFAULT_SPECIALS = (ENDOFTEXT,)
+
 # Names other modules and tests have long imported from here.
 __all__ = [
     "ENDOFTEXT", "FILE_MAGIC", "FILE_VERSION", "MAX_ID", "MAX_VOCAB_SIZE", "PATTERNS",
@@ -129,7 +133,7 @@ class Tokenizer(Interop, BulkEncoding, Measuring, Dropout, Reshaping):
         vocab_size: int | Sequence[int],
         *,
         pattern: str | None = None,
-        special_tokens: Collection[str] | None = None,
+        special_tokens: Collection[str] = _DEFAULT_SPECIALS,
         progress: bool | None = None,
         text_field: str = "text",
         skip_bad: bool = False,
@@ -199,10 +203,11 @@ class Tokenizer(Interop, BulkEncoding, Measuring, Dropout, Reshaping):
                                     progress=progress, text_field=text_field, skip_bad=skip_bad,
                                     max_memory=max_memory, min_frequency=min_frequency, base=base)
         if base is not None:
-            new, extra = cls._base_plan(base, vocab_size, special_tokens)
+            # (Not given: the base's special tokens, and no more.)
+            added = None if special_tokens is _DEFAULT_SPECIALS else special_tokens
+            new, extra = cls._base_plan(base, vocab_size, added)
             progress = check_progress(progress)
         else:
-            special_tokens = (ENDOFTEXT,) if special_tokens is None else special_tokens
             specials, progress = cls._training_args(vocab_size, special_tokens, progress)
         min_frequency = check_min_frequency(min_frequency)
         trainer = capped_trainer(pattern, max_memory)
@@ -223,13 +228,16 @@ class Tokenizer(Interop, BulkEncoding, Measuring, Dropout, Reshaping):
         """``train`` for a list of sizes: the largest, and the others shrunk from it."""
         if not sizes or any(isinstance(v, bool) or not isinstance(v, int) for v in sizes):
             raise TypeError("vocab_size must be an int or a non-empty list of ints")
+        base, specials = kw["base"], kw["special_tokens"]
+        if base is not None and specials is _DEFAULT_SPECIALS:
+            specials = None
         for v in sizes:  # each checked before any training
-            if kw["base"] is not None:
-                cls._base_plan(kw["base"], v, kw["special_tokens"])
+            if base is not None:
+                cls._base_plan(base, v, specials)
             else:
-                cls._training_args(v, (ENDOFTEXT,) if kw["special_tokens"] is None else kw["special_tokens"], None)
+                cls._training_args(v, specials, None)
         largest = cls.train(source, max(sizes), **kw)
-        return [largest._resized(v, kw["base"], kw["special_tokens"]) for v in sizes]
+        return [largest._resized(v, base, specials) for v in sizes]
 
     @classmethod
     def train_from_counts(

@@ -129,10 +129,33 @@ def test_cli(tmp_path, tok):
     subprocess.run([*run, str(tmp_path / "d0.txt"), "-o", str(tmp_path / "ids.npy")], check=True)
     np = pytest.importorskip("numpy")
     assert np.load(tmp_path / "ids.npy").tolist() == tok.encode(docs[0], dropout=0.2, seed=9)
-    for extra, code, match in [(["--dropout", "1"], 1, "below 1"), (["-o", str(tmp_path / "dir")], 2, "dataset"),
-                               (["--dropout", "x"], 2, "invalid float")]:
+    for extra, code, match in [(["--dropout", "1"], 1, "below 1"), (["--dropout", "x"], 2, "invalid float")]:
         bad = subprocess.run([*run, *extra, str(tmp_path / "d0.txt")], capture_output=True, text=True)
         assert bad.returncode == code and match in bad.stderr, bad.stderr
     bad = subprocess.run([sys.executable, "-m", "bpe", "encode", "-t", str(tmp_path / "t.bpe"), "--seed", "1",
                           "--text", "x"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--seed goes with --dropout" in bad.stderr
+
+
+def test_dataset(tmp_path, tok):
+    from bpe.data import load_meta
+
+    tok.save(tmp_path / "t.bpe")
+    docs = [tmp_path / "d0.txt", tmp_path / "d1.txt"]
+    docs[0].write_text("\n".join(CORPUS[:20_000].splitlines()[:200]) + "\n")
+    docs[1].write_text("\n".join(CORPUS[40_000:60_000].splitlines()[:200]) + "\n")
+
+    def make(out, *extra):
+        subprocess.run([sys.executable, "-m", "bpe", "encode", "-t", str(tmp_path / "t.bpe"), *map(str, docs), "-o",
+                        str(tmp_path / out), "-q", *extra], check=True)
+        return {s: (tmp_path / out / f"{s}.bin").read_bytes() for s in ("train", "val")}
+
+    plain = make("plain")
+    one, again, other = (make(d, "--dropout", "0.2", "--seed", s) for d, s in (("a", "9"), ("b", "9"), ("c", "10")))
+    assert one == again and one != other and one["train"] != plain["train"]
+    np = pytest.importorskip("numpy")
+    for split in ("train", "val"):
+        ids = np.frombuffer(one[split], dtype="<u2").tolist()
+        assert tok.decode(ids) == tok.decode(np.frombuffer(plain[split], dtype="<u2").tolist())
+        assert len(ids) > len(plain[split]) // 2
+    assert load_meta(tmp_path / "a")["dropout"] == {"p": 0.2, "seed": 9}

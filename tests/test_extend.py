@@ -77,7 +77,7 @@ def test_untouched_chunks_keep_the_base_ids(base, extended, text):
 def test_text_of_other_domains(base, extended):
     for text in (SHAKESPEARE[-20_000:], UDHR[:30_000], CODE[-20_000:]):
         check_chunks(base, extended, text)
-    # Shakespeare is the base's domain: most of it keeps the base's ids.
+    # Code is the new merges' domain: they shorten it.
     assert extended.decode(extended.encode(CODE[-5000:])) == CODE[-5000:]
     assert len(extended.encode(CODE[-20_000:])) < len(base.encode(CODE[-20_000:]))
 
