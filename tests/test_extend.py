@@ -212,3 +212,15 @@ def test_extending_on_the_same_corpus_is_training_on(name):
     # there must give the merges training further gives.
     text = (CORPORA / name).read_text()[:300_000]
     assert Tokenizer.train(text, 1500, base=Tokenizer.train(text, 700))._dumps() == Tokenizer.train(text, 1500)._dumps()
+
+
+def test_extending_o200k_keeps_a_special_id_no_new_token_needs():
+    # o200k: ranks 0..199997, <|endoftext|> 199999, <|endofprompt|> 200018.
+    # Ten new tokens take 199998..200007: <|endoftext|> loses its id and
+    # moves after them; <|endofprompt|> keeps its own.
+    require_vocab("o200k_base")
+    o200k = Tokenizer.from_tiktoken("o200k_base")
+    ext = Tokenizer.train(CODE[:50_000], len(o200k.vocab) + len(o200k.special_tokens) + 10, base="o200k")
+    assert sorted(set(ext.vocab) - set(o200k.vocab)) == list(range(199_998, 200_008))
+    assert ext.special_tokens == {"<|endoftext|>": 200_008, "<|endofprompt|>": 200_018}
+    check_chunks(o200k, ext, UDHR[:10_000])

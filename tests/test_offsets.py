@@ -26,11 +26,11 @@ policies = st.sampled_from([
 ])
 
 
-@pytest.fixture(scope="module", params=["trained", "cl100k"])
+@pytest.fixture(scope="module", params=["trained", "cl100k", "o200k"])
 def tok(request):
-    if request.param == "cl100k":
-        require_vocab("cl100k_base")
-        return Tokenizer.from_tiktoken("cl100k_base").with_special_tokens(["<|pad|>", "<|pad|>x"])
+    if request.param != "trained":
+        require_vocab(f"{request.param}_base")
+        return Tokenizer.from_tiktoken(f"{request.param}_base").with_special_tokens(["<|pad|>", "<|pad|>x"])
     return Tokenizer.train(CORPUS, 1200, special_tokens=SPECIALS)
 
 
