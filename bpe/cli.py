@@ -41,7 +41,7 @@ from bpe.cli_io import (
     total_bytes,
     write_output,
 )
-from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file
+from bpe.files import UsageError, check_output_file, check_readable_file
 from bpe.patterns import PATTERNS, pattern_name
 from bpe.tokenizer import Tokenizer
 
