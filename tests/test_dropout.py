@@ -19,7 +19,10 @@ from bpe import Tokenizer
 from conftest import CORPORA, require_vocab
 
 CORPUS = (CORPORA / "multilingual_udhr.txt").read_text()[:100_000] + (CORPORA / "emoji-test.txt").read_text()[:30_000]
-texts = st.text(max_size=120)
+# Special-token text is encoded as text here (AS_TEXT): the policy itself is
+# tested in test_special_tokens_policy.
+texts = st.one_of(st.text(max_size=120), st.lists(st.sampled_from(["<|endoftext|>", "<|pad|>", "a b"])).map("".join))
+AS_TEXT = {"disallowed_special": ()}
 probabilities = st.floats(0.0, 0.99)
 
 
@@ -36,21 +39,21 @@ def cl100k():
 
 @given(texts, probabilities, st.integers(0, 2**64 - 1))
 def test_decodes_back(tok, text, p, seed):
-    assert tok.decode(tok.encode(text, dropout=p, seed=seed)) == text
+    assert tok.decode(tok.encode(text, dropout=p, seed=seed, **AS_TEXT)) == text
 
 
 @given(texts, st.integers(-(2**70), 2**70))
 def test_same_seed_same_ids(tok, text, seed):
-    first = tok.encode(text, dropout=0.3, seed=seed)
-    assert tok.encode(text, dropout=0.3, seed=seed) == first
+    first = tok.encode(text, dropout=0.3, seed=seed, **AS_TEXT)
+    assert tok.encode(text, dropout=0.3, seed=seed, **AS_TEXT) == first
     tok.encode("something else in between", dropout=0.3, seed=seed + 1)
-    assert tok.encode(text, dropout=0.3, seed=seed) == first
+    assert tok.encode(text, dropout=0.3, seed=seed, **AS_TEXT) == first
 
 
 @given(texts)
 def test_zero_is_encode(tok, text):
-    assert tok.encode(text, dropout=0) == tok.encode(text)
-    assert tok.encode(text, dropout=0.0, seed=5) == tok.encode(text)
+    assert tok.encode(text, dropout=0, **AS_TEXT) == tok.encode(text, **AS_TEXT)
+    assert tok.encode(text, dropout=0.0, seed=5, allowed_special="all") == tok.encode(text, allowed_special="all")
 
 
 @given(texts)
@@ -66,7 +69,7 @@ def test_slow_path_without_draws_on_real_text(tok):
 
 @given(texts, probabilities)
 def test_cl100k_decodes_back(cl100k, text, p):
-    ids = cl100k.encode(text, dropout=p, seed=7)
+    ids = cl100k.encode(text, dropout=p, seed=7, **AS_TEXT)
     assert cl100k.decode(ids) == text and all(i in cl100k.vocab for i in ids)
 
 
