@@ -26,7 +26,7 @@ import warnings
 from decimal import Decimal
 from pathlib import Path
 
-from bpe import cli_see, gpt_cli, sources
+from bpe import cli_pipeline, cli_see, gpt_cli, sources
 from bpe.cli_io import (
     STDIN,
     Bar,
@@ -41,7 +41,7 @@ from bpe.cli_io import (
     total_bytes,
     write_output,
 )
-from bpe.files import UsageError, atomic_write, check_output_file, check_readable_file
+from bpe.files import UsageError, check_output_file, check_readable_file
 from bpe.patterns import PATTERNS, pattern_name
 from bpe.tokenizer import Tokenizer
 
@@ -77,20 +77,25 @@ def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
         raise CommandLineError("--special and --no-special contradict each other; give one")
     _check_from_counts(args)
+    cli_pipeline.check_base_args(args)
     options = source_options(args)
     files = inputs(args.files, options, streams=False)
-    check_output_file(args.output, force=args.force)
-    specials = [] if args.no_special else (args.special or ["<|endoftext|>"])
+    outputs = cli_pipeline.train_outputs(args)
+    base = None if args.base is None else _load(args.base)
+    specials = None if base else [] if args.no_special else (args.special or ["<|endoftext|>"])
     progress = None if not args.quiet else False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # Several sizes: one training to the largest, the others cut from it
+        # (each the tokenizer training that size gives: bpe/extend.py).
         if args.from_counts:
-            tok = Tokenizer.train_from_counts(args.from_counts, args.vocab, special_tokens=specials,
+            tok = Tokenizer.train_from_counts(args.from_counts, max(args.vocab), special_tokens=specials,
                                               min_frequency=args.min_frequency, progress=progress)
         else:
             tok = Tokenizer.train(
                 [Path(f) for f in files],
-                args.vocab,
+                max(args.vocab),
+                base=base,
                 pattern=args.pattern or "gpt4",
                 special_tokens=specials,
                 progress=progress,
@@ -101,11 +106,14 @@ def cmd_train(args: argparse.Namespace) -> None:
             )
     for w in caught:  # one line each, not Python's file:line: UserWarning form
         print(f"bpe: warning: {w.message}", file=sys.stderr)
-    atomic_write(args.output, lambda f: f.write(tok._dumps().encode("utf-8")), force=args.force)
-    if not args.quiet:
-        print(f"wrote {args.output}: {tok.n_vocab} tokens ({len(tok.merges)} merges, "
-              f"{len(tok.special_tokens)} special), pattern {pattern_name(tok.pattern) or 'custom'}",
-              file=sys.stderr)
+    toks = [tok._resized(v, base, specials) for v in args.vocab]
+    cli_pipeline.write_tokenizers(toks, outputs, args.force)
+    for tok, (_, path) in zip(toks, outputs):
+        if not args.quiet:
+            merges = f"{len(tok.merges)} merges" if tok._from_merges else f"{len(tok.vocab)} ranks"
+            print(f"wrote {path}: {tok.n_vocab} tokens ({merges}, "
+                  f"{len(tok.special_tokens)} special), pattern {pattern_name(tok.pattern) or 'custom'}",
+                  file=sys.stderr)
 
 
 def _check_from_counts(args: argparse.Namespace) -> None:
@@ -193,6 +201,12 @@ def cmd_encode(args: argparse.Namespace) -> None:
         raise CommandLineError("give FILEs or --text, not both")
     if args.text is None and not args.files:
         raise CommandLineError("give FILEs to encode (- for standard input), or --text")
+    cli_pipeline.check_dropout_args(args)
+    if args.dropout is not None and fmt != "dataset":
+        tok = _load(args.tokenizer)
+        if args.output is not None:
+            check_output_file(args.output, force=args.force)
+        return cli_pipeline.encode_dropout(tok, args, fmt, special_policy(args), write_output)
     if fmt == "dataset":
         if args.output is None:
             raise CommandLineError("--format dataset writes a directory: give -o DIR")
@@ -278,6 +292,8 @@ def _encode_dataset(args) -> None:
         progress=False if args.quiet else None,
         tokenizer_name=args.tokenizer,
         force=args.force,
+        dropout=args.dropout or 0.0,
+        seed=args.seed,
         **special_policy(args),
     )
     s = meta["splits"]
@@ -444,8 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("files", nargs="*", metavar="FILE",
                    help="corpus files: UTF-8 text (one document each), JSON Lines or Parquet (one per record), "
                         "compressed or not; directories; globs; - for standard input")
-    t.add_argument("--vocab", required=True, type=parse_size, metavar="N",
-                   help="vocabulary size, special tokens included: 50000, 50k, 32Ki")
+    t.add_argument("--vocab", required=True, type=lambda v: cli_pipeline.parse_sizes(v, parse_size), metavar="N",
+                   help="vocabulary size, special tokens included: 50000, 50k, 32Ki; several sizes from one "
+                        "training: 8k,32k,50k (then -o must hold {vocab})")
+    t.add_argument("--base", metavar="TOK",
+                   help="extend this tokenizer (a file or a name such as cl100k): keep its ids and merges, "
+                        "learn only new merges, up to --vocab tokens in all")
     t.add_argument("--pattern",
                    help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
     t.add_argument("--from-counts", metavar="TABLE",
@@ -500,6 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write here instead of standard output (a file, or a dataset directory)")
     e.add_argument("--format", choices=("ids", "json", "numpy", "dataset"),
                    help="what to write (default: ids; with -o, by its extension, else dataset)")
+    e.add_argument("--dropout", type=float, metavar="P",
+                   help="BPE-dropout: skip each merge with chance P (0 <= P < 1), for training data; "
+                        "text files read whole, on one thread")
+    e.add_argument("--seed", type=int, metavar="S", help="with --dropout: repeatable draws (document k gets S+k)")
     e.add_argument("--val-fraction", type=float, default=None, metavar="F",
                    help="dataset only: the last F of each file goes to val.bin (default 0.1)")
     _special_args(e)

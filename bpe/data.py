@@ -34,6 +34,7 @@ import sys
 from typing import TYPE_CHECKING, Collection, Sequence
 
 from bpe import _core
+from bpe.dropout import check_dropout
 from bpe.files import atomic_write_text, check_readable_file, check_text_file, output_target, remove_stale_temps, temp_path
 from bpe.progress import Progress
 from bpe.specials import ENDOFTEXT
@@ -195,6 +196,8 @@ def write_dataset(
     block_bytes: int = BLOCK_BYTES,
     tokenizer_name: str | None = None,
     force: bool = False,
+    dropout: float = 0.0,
+    seed: int | None = None,
 ) -> dict:
     """Encodes ``files`` (each one document) with ``tokenizer`` (a Tokenizer,
     or the path of a saved one) into ``out_dir/train.bin``, ``val.bin`` and
@@ -210,9 +213,17 @@ def write_dataset(
     then failed. ``meta.json`` names the tokenizer as ``tokenizer_name``
     (default: its path as given, or "in memory"). A read-only ``.bin`` or
     ``meta.json`` already there is replaced only with ``force``.
+
+    ``dropout`` (in [0, 1)): encode with BPE-dropout (``Tokenizer.encode``'s
+    ``dropout``), on one thread, each document read whole; with ``seed``,
+    document k (in the order train, val of each file) gets seed ``seed + k``,
+    so the dataset is made again exactly. ``meta.json`` records both. For
+    several epochs of dropout, make a dataset per epoch with its own seed.
     """
     if not 0 <= val_fraction < 1:
         raise ValueError(f"val_fraction must be at least 0 and below 1, got {val_fraction}")
+    if dropout:
+        check_dropout(dropout, seed)  # before anything is made
     if isinstance(tokenizer, Tokenizer):
         tok = tokenizer
         tokenizer_name = tokenizer_name or "in memory"
@@ -258,12 +269,16 @@ def write_dataset(
                     writers[split].documents += 1
                     writers[split].bytes += end - start
         with Progress("encoding", total, show=progress) as bar:
-            counts = _core.write_ids(
-                tok._core, segments, [w.tmp for w in writers.values()],
-                allowed, eot,
-                0 if num_threads is None else num_threads, _width(dtype), block_bytes,
-                bar.update, disallowed,
-            )
+            if dropout:
+                counts = _write_dropout(tok, segments, writers, allowed, disallowed, eot, _width(dtype),
+                                        dropout, seed, bar)
+            else:
+                counts = _core.write_ids(
+                    tok._core, segments, [w.tmp for w in writers.values()],
+                    allowed, eot,
+                    0 if num_threads is None else num_threads, _width(dtype), block_bytes,
+                    bar.update, disallowed,
+                )
             bar.update(total, tokens=sum(counts))
         for w, n in zip(writers.values(), counts):
             w.tokens = n
@@ -297,6 +312,8 @@ def write_dataset(
             # another machine) still names them the way its maker did.
             "sources": [os.fspath(p) for p in paths],
         }
+        if dropout:
+            meta["dropout"] = {"p": dropout, "seed": seed}
         # Commit: meta.json goes first and comes back last, so that at every
         # instant the directory either has no meta.json (incomplete: readers
         # refuse it) or one whose counts match the .bin files beside it.
@@ -316,6 +333,41 @@ def write_dataset(
             except OSError:
                 pass
         raise
+
+
+def _write_dropout(tok, segments, writers, allowed, disallowed, eot, width, dropout, seed, bar) -> list[int]:
+    """``_core.write_ids`` with BPE-dropout, in Python over the core's
+    dropout encoder: each segment (a document) read whole and encoded, the
+    end-of-text id before each document but a split's first, as the core
+    puts it. Returns the ids written to each split."""
+    import array
+
+    counts = [0] * len(writers)
+    outs = [open(w.tmp, "ab") for w in writers.values()]
+    done = 0
+    try:
+        for k, (path, start, end, split, _) in enumerate(segments):
+            with open(path, "rb") as f:
+                f.seek(start)
+                text = f.read(end - start).decode("utf-8")
+            try:
+                ids = tok.encode(text, dropout=dropout, seed=None if seed is None else seed + k,
+                                 allowed_special=set(allowed), disallowed_special=set(disallowed))
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
+            if counts[split] and eot is not None:
+                ids.insert(0, eot)
+            a = array.array("H" if width == 2 else "I", ids)
+            if sys.byteorder != "little":
+                a.byteswap()
+            outs[split].write(a.tobytes())
+            counts[split] += len(ids)
+            done += end - start
+            bar.update(done, tokens=sum(counts))
+    finally:
+        for f in outs:
+            f.close()
+    return counts
 
 
 def _prepare_dir(out_dir: str) -> bool:

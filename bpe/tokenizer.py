@@ -27,6 +27,9 @@ from bpe import _core, fileformat
 from bpe.interop import Interop
 from bpe.bulk import BulkEncoding, _check_texts, _texts, _threads
 from bpe.corpus import Source, replace_surrogates
+from bpe.dropout import Dropout
+from bpe.extend import Reshaping
+from bpe.offsets import Measuring
 from bpe.counts import Counts, capped_trainer, check_min_frequency, check_progress, feed_capped, trainer_for
 from bpe.fileformat import FILE_MAGIC, FILE_VERSION, TokenizerFileError, read_file
 from bpe.files import PathLike, atomic_write_text
@@ -35,6 +38,10 @@ from bpe.sources import SourceOptions, skipped_message
 from bpe.specials import ENDOFTEXT, check_assigned, check_special_tokens, disallowed_error
 from bpe.vocab import MAX_ID, MAX_VOCAB_SIZE, check_id_range, replay, vocab_from_ranks
 
+#: ``train``'s default special tokens, told apart (by identity) from the same
+#: tokens given: with ``base=``, the default means the base's own.
+_DEFAULT_SPECIALS = (ENDOFTEXT,)
+
 # Names other modules and tests have long imported from here.
 __all__ = [
     "ENDOFTEXT", "FILE_MAGIC", "FILE_VERSION", "MAX_ID", "MAX_VOCAB_SIZE", "PATTERNS",
@@ -42,7 +49,7 @@ __all__ = [
 ]
 
 
-class Tokenizer(Interop, BulkEncoding):
+class Tokenizer(Interop, BulkEncoding, Measuring, Dropout, Reshaping):
     """A byte-level BPE tokenizer. Build one with :meth:`train` or :meth:`load`."""
 
     def __init__(
@@ -123,16 +130,17 @@ class Tokenizer(Interop, BulkEncoding):
     def train(
         cls,
         source: Source,
-        vocab_size: int,
+        vocab_size: int | Sequence[int],
         *,
-        pattern: str = "gpt4",
-        special_tokens: Collection[str] = (ENDOFTEXT,),
+        pattern: str | None = None,
+        special_tokens: Collection[str] = _DEFAULT_SPECIALS,
         progress: bool | None = None,
         text_field: str = "text",
         skip_bad: bool = False,
         max_memory: int | str | None = None,
         min_frequency: int | None = None,
-    ) -> "Tokenizer":
+        base: "Tokenizer | PathLike | None" = None,
+    ) -> "Tokenizer | list[Tokenizer]":
         """Learns a byte-level BPE vocabulary of ``vocab_size`` tokens.
 
         ``source``: a ``str`` (the text itself), a path (``pathlib.Path`` or any
@@ -169,10 +177,38 @@ class Tokenizer(Interop, BulkEncoding):
         are merged exactly at the end (see ``bpe.count``). ``min_frequency``:
         drop the chunks seen fewer times before the merge loop (the one lossy
         knob, which bounds the merge loop's memory).
+
+        ``vocab_size`` may be a list of sizes: one training, and a list of
+        tokenizers, each the one training that size alone gives (the largest
+        :meth:`shrink`-ed; see bpe/extend.py). ``pattern`` defaults to gpt4.
+
+        ``base``: extend this tokenizer (a Tokenizer, a tokenizer file, or a
+        name such as ``"cl100k"``) instead of starting from bytes: every id
+        and merge of it is kept, and only new merges are learned on top, up to
+        ``vocab_size`` tokens in all (more than the base's). Its pattern is
+        used (a different ``pattern=`` is an error) and its special tokens
+        kept, each at its id unless a new token needs that id (then at the
+        first free ids after the new tokens); ``special_tokens`` adds more.
         """
         options = SourceOptions(text_field=text_field, skip_bad=skip_bad)
-        pattern = resolve_pattern(pattern)
-        specials, progress = cls._training_args(vocab_size, special_tokens, progress)
+        if base is not None:
+            base = cls._as_base(base)
+            if pattern is not None and resolve_pattern(pattern) != base.pattern:
+                raise ValueError("extending with a base whose pattern differs from pattern=: the base's ids hold "
+                                 "only under its own pattern; leave pattern= out (the base's is used)")
+            pattern = base.pattern
+        pattern = resolve_pattern(pattern or "gpt4")
+        if isinstance(vocab_size, (list, tuple)):
+            return cls._train_sizes(source, list(vocab_size), pattern=pattern, special_tokens=special_tokens,
+                                    progress=progress, text_field=text_field, skip_bad=skip_bad,
+                                    max_memory=max_memory, min_frequency=min_frequency, base=base)
+        if base is not None:
+            # (Not given: the base's special tokens, and no more.)
+            added = None if special_tokens is _DEFAULT_SPECIALS else special_tokens
+            new, extra = cls._base_plan(base, vocab_size, added)
+            progress = check_progress(progress)
+        else:
+            specials, progress = cls._training_args(vocab_size, special_tokens, progress)
         min_frequency = check_min_frequency(min_frequency)
         trainer = capped_trainer(pattern, max_memory)
         fed = feed_capped(trainer, source, progress, options)
@@ -183,7 +219,25 @@ class Tokenizer(Interop, BulkEncoding):
             raise ValueError(
                 f"the corpus is empty ({fed.describe()}): there is no text to learn merges from"
             )
+        if base is not None:
+            return cls._learn_on_base(trainer, base, new, extra, progress, min_frequency)
         return cls._learn(trainer, pattern, vocab_size, specials, progress, min_frequency)
+
+    @classmethod
+    def _train_sizes(cls, source, sizes, **kw) -> "list[Tokenizer]":
+        """``train`` for a list of sizes: the largest, and the others shrunk from it."""
+        if not sizes or any(isinstance(v, bool) or not isinstance(v, int) for v in sizes):
+            raise TypeError("vocab_size must be an int or a non-empty list of ints")
+        base, specials = kw["base"], kw["special_tokens"]
+        if base is not None and specials is _DEFAULT_SPECIALS:
+            specials = None
+        for v in sizes:  # each checked before any training
+            if base is not None:
+                cls._base_plan(base, v, specials)
+            else:
+                cls._training_args(v, specials, None)
+        largest = cls.train(source, max(sizes), **kw)
+        return [largest._resized(v, base, specials) for v in sizes]
 
     @classmethod
     def train_from_counts(
@@ -294,6 +348,8 @@ class Tokenizer(Interop, BulkEncoding):
         allowed_special: Literal["all"] | Collection[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
         num_threads: int | None = 1,
+        dropout: float = 0.0,
+        seed: int | None = None,
     ) -> list[int]:
         """Encodes text, with tiktoken's special-token semantics.
 
@@ -312,7 +368,13 @@ class Tokenizer(Interop, BulkEncoding):
 
         ``num_threads`` (default 1; None: all cores) shares a large text
         (megabytes) out to threads, cut at points that change no id.
+
+        ``dropout`` (in [0, 1)): BPE-dropout, each merge skipped with this
+        chance (bpe/dropout.py); reproducible with ``seed`` (an int; None: a
+        random one). 0 is plain encoding.
         """
+        if dropout:
+            return self._encode_dropout(text, allowed_special, disallowed_special, dropout, seed, num_threads)
         if num_threads != 1:  # (1.0 and True equal 1 too: one thread, as asked)
             return self._encode_parallel(text, allowed_special, disallowed_special, num_threads, None)
         if disallowed_special == "all" and not allowed_special:

@@ -27,8 +27,11 @@ use crate::pairs::Pairs;
 use crate::pretokenize::Splitter;
 use crate::vocab::{Rank, Vocab, MAX_ID, NONE};
 
+mod extra;
 mod memo;
 mod merge;
+
+pub use extra::{Segment, SplitMix};
 
 pub use memo::{CacheInfo, Memo, MemoPool, PooledMemo, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
 use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};

@@ -258,6 +258,59 @@ impl CoreBPE {
         Ok((ids_array(py, ids, width)?, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
     }
 
+    /// The number of ids `encode` returns for `text` (`Encoder::count`):
+    /// no list, no id kept.
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyString>, allowed_special: Vec<String>) -> PyResult<usize> {
+        let text = utf8(text)?;
+        let text = text.as_ref();
+        let allowed = allowed_set(allowed_special);
+        let work = || guard(|| self.enc.count(text, &allowed));
+        if text.len() < GIL_RELEASE_BYTES {
+            work()
+        } else {
+            py.allow_threads(work)
+        }
+    }
+
+    /// `encode` with BPE-dropout `p` (in (0, 1)), reproducible from `seed`
+    /// (`Encoder::encode_dropout`, a merge loop apart from encode's).
+    fn encode_dropout<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyString>,
+        allowed_special: Vec<String>,
+        p: f64,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let text = utf8(text)?;
+        let text = text.as_ref();
+        let allowed = allowed_set(allowed_special);
+        let mut rng = crate::encode::SplitMix::new(seed);
+        let ids = py.allow_threads(|| guard(|| self.enc.encode_dropout(text, &allowed, p, &mut rng)))?;
+        self.list(py, &ids)
+    }
+
+    /// `encode`'s ids and where each token starts in the text: in bytes,
+    /// or with `chars` in characters (`Encoder::offsets`). The ids as a
+    /// list, or with `buffer` as a buffer of u32 for numpy; the offsets as
+    /// a bytearray of little-endian u64.
+    fn encode_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyString>,
+        allowed_special: Vec<String>,
+        chars: bool,
+        buffer: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let text = utf8(text)?;
+        let text = text.as_ref();
+        let ids = self.ids(py, text, &allowed_set(allowed_special))?;
+        let offsets = py.allow_threads(|| guard(|| self.enc.offsets(text.as_bytes(), &ids, chars)))?;
+        let offsets = bytearray_of_width(py, &offsets, 8)?.into_any();
+        let ids = if buffer { Bound::new(py, IdBuffer::new(ids))?.into_any() } else { self.list(py, &ids)?.into_any() };
+        Ok((ids, offsets))
+    }
+
     /// The chunk cache (see `encode/memo.rs`): its cap and size in bytes,
     /// the chunks and memos it holds, the calls that found a memo in it and
     /// those that did not.

@@ -283,6 +283,45 @@ impl Trainer {
         Ok((pairs, vocab))
     }
 
+    /// Learns merges on top of `base` (extending it; `train::extend_merges`):
+    /// `base_tokens` holds its ordinary tokens' bytes by id (b"" for an id
+    /// with none), `target` the number of ids to reach. The counts are
+    /// consumed. Returns the new merges, `(left, right, new)` in order;
+    /// Python makes the tokenizer (this is not the hot path `train` is).
+    #[pyo3(signature = (base, base_tokens, target, progress, min_frequency = 1))]
+    fn extend(
+        &mut self,
+        py: Python<'_>,
+        base: PyRef<'_, CoreBPE>,
+        base_tokens: Vec<Vec<u8>>,
+        target: usize,
+        progress: bool,
+        min_frequency: u64,
+    ) -> PyResult<Vec<(Rank, Rank, Rank)>> {
+        let counts = self.take_counts(py, min_frequency)?;
+        let enc = &base.enc;
+        let start = base_tokens.len();
+        py.allow_threads(|| {
+            guard(|| {
+                let _free = crate::ReturnFreedMemory::new();
+                let merges = target.saturating_sub(start) as u64;
+                let pb = bar("merging", Some(merges), Unit::Items("merges".into()), Pace::Speeding, progress);
+                let encode = |bytes: &[u8], out: &mut Vec<Rank>| {
+                    // Every byte is a token of a byte-level base, so this cannot fail.
+                    enc.encode_chunk(bytes, out).expect("a byte-level base encodes every chunk")
+                };
+                let mut n = 0u64;
+                let learnt = train::extend_merges(counts, &base_tokens, encode, target, |_, size| {
+                    pb.set_position((size - start) as u64);
+                    n += 1;
+                    if n % 256 == 0 { check_interrupt() } else { Ok(()) }
+                });
+                pb.abandon();
+                Ok(learnt?.iter().map(|m| (m.left, m.right, m.new)).collect())
+            })
+        })
+    }
+
     /// `[(special token, id)]` as `train` assigned them, in the order given.
     fn special_ids(&self) -> Vec<(String, Rank)> {
         self.assigned.clone()

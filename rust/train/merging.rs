@@ -171,9 +171,27 @@ impl<S: Symbol> Merging<S> {
     /// of the pairs above a first floor.
     pub(super) fn new(counts: ChunkCounts, tuning: Tuning) -> Result<Self, String> {
         let words = Words::<S>::new(counts)?;
-        let (pairs, lists) = initial_pairs(&words)?;
         let vocab: Vec<Arc<[u8]>> = (0..=255u8).map(|b| Arc::from(&[b][..])).collect();
-        let ids: FxHashMap<Arc<[u8]>, u32> = vocab.iter().enumerate().map(|(i, b)| (b.clone(), i as u32)).collect();
+        Merging::of(words, vocab, tuning)
+    }
+
+    /// [`Merging::new`] on top of a base vocabulary (`vocab`: every
+    /// token's bytes by id, empty for an id with no token): the words start
+    /// as `start` encodes them with it, and new tokens take the ids after it.
+    pub(super) fn with_base(
+        counts: ChunkCounts,
+        tuning: Tuning,
+        vocab: Vec<Arc<[u8]>>,
+        start: impl FnMut(&[u8], &mut Vec<S>),
+    ) -> Result<Self, String> {
+        let words = Words::<S>::new_with(counts, start)?;
+        Merging::of(words, vocab, tuning)
+    }
+
+    fn of(words: Words<S>, vocab: Vec<Arc<[u8]>>, tuning: Tuning) -> Result<Self, String> {
+        let (pairs, lists) = initial_pairs(&words)?;
+        let ids: FxHashMap<Arc<[u8]>, u32> =
+            vocab.iter().enumerate().filter(|(_, b)| !b.is_empty()).map(|(i, b)| (b.clone(), i as u32)).collect();
         // (Reserved for twice the pairs it is built with: see the rebuild in `tidy`.)
         let reserve = 2 * tuning.heap_pairs.min(words.count()) + 4096;
         let heap = PairHeap { items: Vec::with_capacity(reserve), built: 0 };
@@ -194,7 +212,8 @@ impl<S: Symbol> Merging<S> {
         Ok(state)
     }
 
-    /// The number of tokens (the 256 bytes included).
+    /// The number of tokens (the 256 bytes included), or with a base
+    /// vocabulary one more than the largest id.
     pub(super) fn tokens(&self) -> usize {
         self.vocab.len()
     }

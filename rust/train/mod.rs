@@ -110,14 +110,60 @@ pub fn learn_merges_in_batches(
     learnt.map(|_| ())
 }
 
+/// Learns merges on top of a base vocabulary (extending it): `base` holds
+/// every base token's bytes by id (empty for an id with no token), and
+/// `encode` appends the ids the base encodes a chunk to. Each chunk starts
+/// as its base encoding, and the loop merges pairs of ids (base or new)
+/// from there, exactly as [`learn_merges`] does from bytes; new tokens take
+/// the ids from `base.len()` until there are `target` ids in all. A merge
+/// whose bytes are a base token already reuses its id (see "Duplicates").
+pub fn extend_merges(
+    counts: ChunkCounts,
+    base: &[Vec<u8>],
+    mut encode: impl FnMut(&[u8], &mut Vec<u32>),
+    target: usize,
+    on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+) -> Result<Vec<Merge>, String> {
+    fn run<S: Symbol>(
+        counts: ChunkCounts,
+        base: &[Vec<u8>],
+        encode: &mut impl FnMut(&[u8], &mut Vec<u32>),
+        target: usize,
+        on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+    ) -> Result<Vec<Merge>, String> {
+        let vocab = base.iter().map(|b| std::sync::Arc::from(&b[..])).collect();
+        let mut ids = Vec::new();
+        let start = |bytes: &[u8], out: &mut Vec<S>| {
+            ids.clear();
+            encode(bytes, &mut ids);
+            out.extend(ids.iter().map(|&i| S::from_id(i)));
+        };
+        let state = Merging::<S>::with_base(counts, Tuning::DEFAULT, vocab, start)?;
+        run_loop(state, target, on_merge)
+    }
+    if target <= 1 << 16 {
+        run::<u16>(counts, base, &mut encode, target, on_merge)
+    } else {
+        run::<u32>(counts, base, &mut encode, target, on_merge)
+    }
+}
+
 /// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.
 fn learn<S: Symbol>(
     counts: ChunkCounts,
     target: usize,
-    mut on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+    on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     tuning: Tuning,
 ) -> Result<Vec<Merge>, String> {
-    let mut state = Merging::<S>::new(counts, tuning)?;
+    run_loop(Merging::<S>::new(counts, tuning)?, target, on_merge)
+}
+
+/// The merge loop: merges until `state` holds `target` tokens or no pair is left.
+fn run_loop<S: Symbol>(
+    mut state: Merging<S>,
+    target: usize,
+    mut on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+) -> Result<Vec<Merge>, String> {
     let mut merges = Vec::new();
     while state.tokens() < target {
         let Some(pair) = state.pop_winner() else {

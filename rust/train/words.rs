@@ -127,8 +127,16 @@ pub(super) fn pieces(freq: u64) -> usize {
 
 impl<S: Symbol> Words<S> {
     pub(super) fn new(counts: ChunkCounts) -> Result<Words<S>, String> {
-        // Words of one byte have no pairs and can never change: dropped.
-        // Sized exactly first, so the buffers never double while filling.
+        Words::new_with(counts, |bytes, out| out.extend(bytes.iter().map(|&b| S::from_id(u32::from(b)))))
+    }
+
+    /// The words of `counts`, each starting as the symbols `start` appends
+    /// for its bytes: its bytes (training from scratch), or the ids a base
+    /// vocabulary encodes it to (extending one; never more than its bytes).
+    pub(super) fn new_with(counts: ChunkCounts, mut start: impl FnMut(&[u8], &mut Vec<S>)) -> Result<Words<S>, String> {
+        // Words of one symbol have no pairs and can never change: dropped.
+        // Sized first (by bytes, an upper bound), so the buffers never
+        // double while filling.
         let (mut n, mut total) = (0, 0);
         counts.for_each(|b, freq| {
             if b.len() >= 2 {
@@ -144,17 +152,32 @@ impl<S: Symbol> Words<S> {
                  train on a sample of the corpus"
             ));
         }
-        let mut w = Words { symbols: Vec::with_capacity(total), meta: Vec::with_capacity(n), live: total };
+        let mut w = Words { symbols: Vec::with_capacity(total), meta: Vec::with_capacity(n), live: 0 };
         counts.drain(|bytes, mut freq| {
-            if bytes.len() >= 2 {
-                while freq > 0 {
-                    let part = freq.min(u64::from(u32::MAX));
-                    freq -= part;
-                    w.meta.push(Word { start: w.symbols.len() as u32, freq: part as u32, len: bytes.len() as u32 });
-                    w.symbols.extend(bytes.iter().map(|&b| S::from_id(u32::from(b))));
+            if bytes.len() < 2 {
+                return;
+            }
+            let first = w.symbols.len();
+            start(bytes, &mut w.symbols);
+            let len = w.symbols.len() - first;
+            if len < 2 {
+                w.symbols.truncate(first);
+                return;
+            }
+            let mut at = first;
+            loop {
+                let part = freq.min(u64::from(u32::MAX));
+                freq -= part;
+                w.meta.push(Word { start: at as u32, freq: part as u32, len: len as u32 });
+                if freq == 0 {
+                    break;
                 }
+                // A chunk counted more than a u32 holds: another copy.
+                at = w.symbols.len();
+                w.symbols.extend_from_within(first..first + len);
             }
         });
+        w.live = w.symbols.len();
         Ok(w)
     }
 
