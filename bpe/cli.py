@@ -26,7 +26,7 @@ import warnings
 from decimal import Decimal
 from pathlib import Path
 
-from bpe import cli_see, gpt_cli, sources
+from bpe import cli_ray, cli_see, gpt_cli, sources
 from bpe.cli_io import (
     STDIN,
     Bar,
@@ -77,6 +77,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
         raise CommandLineError("--special and --no-special contradict each other; give one")
     _check_from_counts(args)
+    ray = cli_ray.check_engine(args)
     options = source_options(args)
     files = inputs(args.files, options, streams=False)
     check_output_file(args.output, force=args.force)
@@ -84,7 +85,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     progress = None if not args.quiet else False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if args.from_counts:
+        if ray:
+            tok = cli_ray.train(args, specials)
+        elif args.from_counts:
             tok = Tokenizer.train_from_counts(args.from_counts, args.vocab, special_tokens=specials,
                                               min_frequency=args.min_frequency, progress=progress)
         else:
@@ -130,11 +133,16 @@ def cmd_count(args: argparse.Namespace) -> None:
     from bpe.counts import Counts, count
 
     check_output_file(args.output, force=args.force)
+    ray = cli_ray.check_engine(args)
     if args.merge:
-        if args.pattern is not None or args.max_memory is not None:
-            raise CommandLineError("--merge merges count tables as they are; leave out --pattern and --max-memory")
+        if args.pattern is not None or args.max_memory is not None or ray:
+            raise CommandLineError("--merge merges count tables as they are; leave out --pattern, --max-memory "
+                                   "and --engine ray")
         entries, total = Counts.merge_files(args.files, args.output, force=args.force)
         pattern = None
+    elif ray:
+        counts = cli_ray.count(args)
+        (entries, total), pattern = counts.save(args.output, force=args.force), counts.pattern
     else:
         options = source_options(args)
         files = inputs(args.files, options, streams=False)
@@ -188,11 +196,17 @@ def _encode_format(args) -> str:
 def cmd_encode(args: argparse.Namespace) -> None:
     from bpe import streams
 
-    fmt = _encode_format(args)
+    ray = cli_ray.check_engine(args)
+    if ray and args.format not in (None, "shards"):
+        raise CommandLineError("--engine ray writes sharded output (--format shards); leave out --format")
+    fmt = "shards" if ray else _encode_format(args)
+    cli_ray.check_resume(args, fmt == "shards")
     if args.text is not None and args.files:
         raise CommandLineError("give FILEs or --text, not both")
     if args.text is None and not args.files:
         raise CommandLineError("give FILEs to encode (- for standard input), or --text")
+    if fmt == "shards":
+        return cli_ray.encode(args, _load(args.tokenizer))
     if fmt == "dataset":
         if args.output is None:
             raise CommandLineError("--format dataset writes a directory: give -o DIR")
@@ -451,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--from-counts", metavar="TABLE",
                    help="train from a count table (.bpec, from `bpe count`) instead of FILEs; its pattern is used")
     _count_args(t)
+    cli_ray.add_engine_args(t)
     t.add_argument("--min-frequency", type=_at_least_1, metavar="N",
                    help="leave out chunks seen fewer than N times in all (less memory for the merge loop; "
                         "default: keep every chunk)")
@@ -476,6 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--merge", action="store_true", help="FILEs are count tables (.bpec): merge them into one")
     c.add_argument("--pattern", help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
     _count_args(c)
+    cli_ray.add_engine_args(c)
     c.add_argument("-o", "--output", required=True, metavar="FILE", help="the count table to write (.bpec)")
     _source_args(c)
     _common_args(c)
@@ -498,12 +514,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--text", metavar="TEXT", help="encode this text instead of files")
     e.add_argument("-o", "--output", "--out", dest="output", metavar="PATH",
                    help="write here instead of standard output (a file, or a dataset directory)")
-    e.add_argument("--format", choices=("ids", "json", "numpy", "dataset"),
-                   help="what to write (default: ids; with -o, by its extension, else dataset)")
+    e.add_argument("--format", choices=("ids", "json", "numpy", "dataset", "shards"),
+                   help="what to write (default: ids; with -o, by its extension, else dataset; shards: "
+                        "DIR/shard-NNNNN.bin + DIR/manifest.json, what --engine ray writes)")
     e.add_argument("--val-fraction", type=float, default=None, metavar="F",
                    help="dataset only: the last F of each file goes to val.bin (default 0.1)")
     _special_args(e)
     _source_args(e)
+    cli_ray.add_engine_args(e, encode=True)
     _common_args(e, threads=True)
     e.set_defaults(func=cmd_encode)
 
