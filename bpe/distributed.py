@@ -78,11 +78,21 @@ class Cluster:
     many tasks run at once (``num_workers``, default every CPU of the
     cluster)."""
 
-    def __init__(self, address: str | None = None, num_workers: int | None = None):
+    def __init__(self, address: str | None = None, num_workers: int | None = None, shuffle: int | None = None):
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address must be a str such as 'auto' or 'ray://host:10001', not {type(address).__name__}")
         self.address, self.num_workers = address, _check_workers(num_workers)
         self.ray, self.own, self.slots = None, False, 1
+        self.shuffle = shuffle  # tests: a seed to submit shards in a random order
+
+    def order(self, items: list) -> list:
+        """``items`` in the order to submit them: as given, or (tests) shuffled."""
+        items = list(items)
+        if self.shuffle is not None:
+            import random
+
+            random.Random(self.shuffle).shuffle(items)
+        return items
 
     def __enter__(self) -> Cluster:
         ray = self.ray = _ray()
@@ -157,7 +167,8 @@ def _encode_task(tok, shard, out_dir, job):
 
 def count(source, *, address: str | None = None, num_workers: int | None = None, pattern: str = "gpt4",
           max_memory: int | str | None = None, progress: bool | None = None, text_field: str = "text",
-          skip_bad: bool = False, shard_size: int = SHARD_BYTES, _kill_once: str | None = None) -> Counts:
+          skip_bad: bool = False, shard_size: int = SHARD_BYTES, _kill_once: str | None = None,
+          _shuffle: int | None = None) -> Counts:
     """``bpe.count`` on a Ray cluster: the same ``Counts``, byte for byte
     when saved, for any number of workers and any order the shards finish
     in. ``source``: a path (file, directory, glob) or a list of them, read
@@ -171,7 +182,7 @@ def count(source, *, address: str | None = None, num_workers: int | None = None,
     options = SourceOptions(text_field=text_field, skip_bad=skip_bad)
     parse_memory(max_memory)
     shards = plan(source, options, pattern, shard_size)
-    with Cluster(address, num_workers) as cluster:
+    with Cluster(address, num_workers, _shuffle) as cluster:
         table, skipped = _count_on(cluster, shards, pattern, options, max_memory, progress, _kill_once)
         counts = _load_table(table)
     message = skipped_message(skipped)
@@ -188,7 +199,7 @@ def _count_on(cluster: Cluster, shards: list[Shard], pattern, options, max_memor
     (bytes) and the bad records skipped per file."""
     count_task = cluster.remote(_count_task, num_returns=2)
     merge_task = cluster.remote(_merge_task)
-    todo = list(shards)
+    todo = cluster.order(shards)
     running: dict = {}  # the ref waited on -> ("count", shard, table ref) or ("merge", None, None)
     tables: list = []  # refs of finished tables, not yet merged
     skipped: dict[str, int] = {}
@@ -255,7 +266,8 @@ def train(source, vocab_size: int, *, address: str | None = None, num_workers: i
 def encode(tok: Tokenizer, source, out_dir, *, address: str | None = None, num_workers: int | None = None,
            resume: bool = False, separator="eot", shard_size: int = SHARD_BYTES, allowed_special=(),
            disallowed_special="all", text_field: str = "text", skip_bad: bool = False,
-           progress: bool | None = None, tokenizer_name: str | None = None, _kill_once: str | None = None) -> dict:
+           progress: bool | None = None, tokenizer_name: str | None = None, _kill_once: str | None = None,
+           _shuffle: int | None = None) -> dict:
     """Encodes ``source`` (paths, as for :func:`count`) with ``tok`` on a
     Ray cluster into ``out_dir``: ``shard-NNNNN.bin`` files and
     ``manifest.json`` (see README, "Past one machine: Ray"); returns the
@@ -269,7 +281,7 @@ def encode(tok: Tokenizer, source, out_dir, *, address: str | None = None, num_w
                          allowed_special=allowed_special, disallowed_special=disallowed_special,
                          options=SourceOptions(text_field=text_field, skip_bad=skip_bad),
                          tokenizer_name=tokenizer_name, kill_marker=_kill_once)
-    with Cluster(address, num_workers) as cluster:
+    with Cluster(address, num_workers, _shuffle) as cluster:
         return encode_sharded(job, _RayEncoder(cluster, tok), resume=resume, progress=check_progress(progress))
 
 
@@ -284,7 +296,7 @@ class _RayEncoder:
 
     def run(self, work, on_done) -> None:
         """``work``: (shard, job dict) pairs; ``on_done(shard, entry)`` as each finishes."""
-        todo, running = list(work), {}
+        todo, running = self.cluster.order(work), {}
         try:
             while todo or running:
                 while todo and len(running) < self.cluster.slots:
