@@ -1,5 +1,6 @@
 """The `bpe` command line: train, count, encode, decode, info, gpt (train/sample), and
-compare, show, audit, serve (bpe/cli_see.py).
+compare, show, audit, serve (bpe/cli_see.py); `--engine ray` and sharded output are in
+bpe/cli_ray.py.
 
 Conventions, the same for every command:
 - ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
@@ -503,7 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Encode UTF-8 text files (each one document), streamed in bounded memory. Formats: "
         "ids (a line of space-separated ids per file), json (a JSON array per file, one per line), numpy "
         "(one .npy array, <|endoftext|> between files), dataset (DIR/train.bin, DIR/val.bin: flat "
-        "little-endian uint16 ids, uint32 past 65,536 tokens, <|endoftext|> between files; DIR/meta.json). "
+        "little-endian uint16 ids, uint32 past 65,536 tokens, <|endoftext|> between files; DIR/meta.json), "
+        "shards (DIR/shard-NNNNN.bin + DIR/manifest.json: what --engine ray writes). "
         "Without -o: ids on standard output. With -o: the format its extension names (.npy, .jsonl/.json, "
         ".txt/.ids), else a dataset directory.",
     )

@@ -42,7 +42,7 @@ def add_engine_args(p: argparse.ArgumentParser, *, encode: bool = False) -> None
                         "or ray://HOST:10001 (default: start a local Ray)")
     p.add_argument("--workers", type=_workers, metavar="N",
                    help="with --engine ray: tasks at once (default: every CPU of the cluster; a local Ray gets N CPUs)")
-    p.add_argument("--shard-size", type=_shard_size, default=SHARD_BYTES, metavar="SIZE",
+    p.add_argument("--shard-size", type=_shard_size, metavar="SIZE",
                    help="plain-text files larger than this are cut into pieces of about this size at points "
                         "no chunk crosses (default 64M; powers of 1024)")
     if encode:
@@ -55,6 +55,10 @@ def check_engine(args: argparse.Namespace) -> bool:
     """True for --engine ray; --address and --workers only go with it."""
     if args.engine != "ray" and (args.address is not None or args.workers is not None):
         raise CommandLineError("--address and --workers go with --engine ray")
+    if args.engine != "ray" and args.shard_size is not None and getattr(args, "format", None) != "shards":
+        raise CommandLineError("--shard-size goes with --engine ray (or encode's --format shards)")
+    if args.shard_size is None:
+        args.shard_size = SHARD_BYTES
     return args.engine == "ray"
 
 
@@ -80,7 +84,8 @@ def count(args: argparse.Namespace):
         counts = distributed.count(_files(args), address=args.address, num_workers=args.workers,
                                    pattern=args.pattern or "gpt4", max_memory=args.max_memory,
                                    progress=False if args.quiet else None, text_field=options.text_field,
-                                   skip_bad=options.skip_bad, shard_size=args.shard_size)
+                                   skip_bad=options.skip_bad, shard_size=args.shard_size,
+                                   input_format=options.input_format)
     _warnings(caught)
     return counts
 
@@ -98,7 +103,8 @@ def train(args: argparse.Namespace, specials: list[str]):
                                 pattern=args.pattern or "gpt4", special_tokens=specials,
                                 progress=False if args.quiet else None, text_field=options.text_field,
                                 skip_bad=options.skip_bad, max_memory=args.max_memory,
-                                min_frequency=args.min_frequency, shard_size=args.shard_size)
+                                min_frequency=args.min_frequency, shard_size=args.shard_size,
+                                input_format=options.input_format)
     _warnings(caught)
     return tok
 
@@ -114,7 +120,7 @@ def encode(args: argparse.Namespace, tok) -> None:
                                "tokens for validation); leave out --val-fraction")
     options = source_options(args)
     common = dict(resume=args.resume, shard_size=args.shard_size, text_field=options.text_field,
-                  skip_bad=options.skip_bad, progress=False if args.quiet else None,
+                  skip_bad=options.skip_bad, input_format=options.input_format, progress=False if args.quiet else None,
                   tokenizer_name=args.tokenizer, **special_policy(args))
     files = _files(args)
     if args.engine == "ray":

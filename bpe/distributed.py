@@ -167,8 +167,8 @@ def _encode_task(tok, shard, out_dir, job):
 
 def count(source, *, address: str | None = None, num_workers: int | None = None, pattern: str = "gpt4",
           max_memory: int | str | None = None, progress: bool | None = None, text_field: str = "text",
-          skip_bad: bool = False, shard_size: int = SHARD_BYTES, _kill_once: str | None = None,
-          _shuffle: int | None = None) -> Counts:
+          skip_bad: bool = False, shard_size: int = SHARD_BYTES, input_format: str = "auto",
+          _kill_once: str | None = None, _shuffle: int | None = None) -> Counts:
     """``bpe.count`` on a Ray cluster: the same ``Counts``, byte for byte
     when saved, for any number of workers and any order the shards finish
     in. ``source``: a path (file, directory, glob) or a list of them, read
@@ -176,10 +176,11 @@ def count(source, *, address: str | None = None, num_workers: int | None = None,
     Ray: ``num_workers`` CPUs, default all), ``"auto"`` or
     ``"ray://host:port"`` (join that cluster). ``max_memory`` caps each
     task's counting maps. ``shard_size``: plain-text files larger than this
-    (bytes) are counted in pieces."""
+    (bytes) are counted in pieces. ``input_format``: how to read the files
+    ("auto": by their names; "text", "jsonl", "parquet")."""
     pattern = resolve_pattern(pattern)
     progress = check_progress(progress)
-    options = SourceOptions(text_field=text_field, skip_bad=skip_bad)
+    options = SourceOptions(text_field=text_field, skip_bad=skip_bad, input_format=input_format)
     parse_memory(max_memory)
     shards = plan(source, options, pattern, shard_size)
     with Cluster(address, num_workers, _shuffle) as cluster:
@@ -227,7 +228,8 @@ def _count_on(cluster: Cluster, shards: list[Shard], pattern, options, max_memor
                     done, done_bytes = done + 1, done_bytes + shard.size
                     bar.update(done, done_bytes)
                 else:
-                    cluster.get(ref)  # a failed merge raises here
+                    # Not fetched: a failed merge fails the merge (or the
+                    # final get) that takes its table, with its own error.
                     tables.append(ref)
         bar.finish()
         return cluster.get(tables[0]), skipped
@@ -249,14 +251,15 @@ def _load_table(table: bytes) -> Counts:
 def train(source, vocab_size: int, *, address: str | None = None, num_workers: int | None = None,
           pattern: str = "gpt4", special_tokens=(ENDOFTEXT,), progress: bool | None = None,
           text_field: str = "text", skip_bad: bool = False, max_memory: int | str | None = None,
-          min_frequency: int | None = None, shard_size: int = SHARD_BYTES) -> Tokenizer:
+          min_frequency: int | None = None, shard_size: int = SHARD_BYTES, input_format: str = "auto") -> Tokenizer:
     """``Tokenizer.train`` on a Ray cluster: the counting is spread over
     the cluster (:func:`count`), the merge loop runs once, here, on the
     merged counts. The tokenizer is the one ``Tokenizer.train`` makes from
     the same files, byte for byte."""
     Tokenizer._training_args(vocab_size, special_tokens, progress)  # bad arguments fail before the counting
     counts = count(source, address=address, num_workers=num_workers, pattern=pattern, max_memory=max_memory,
-                   progress=progress, text_field=text_field, skip_bad=skip_bad, shard_size=shard_size)
+                   progress=progress, text_field=text_field, skip_bad=skip_bad, shard_size=shard_size,
+                   input_format=input_format)
     return Tokenizer.train_from_counts(counts, vocab_size, special_tokens=special_tokens,
                                        min_frequency=min_frequency, progress=progress)
 
@@ -265,7 +268,7 @@ def train(source, vocab_size: int, *, address: str | None = None, num_workers: i
 
 def encode(tok: Tokenizer, source, out_dir, *, address: str | None = None, num_workers: int | None = None,
            resume: bool = False, separator="eot", shard_size: int = SHARD_BYTES, allowed_special=(),
-           disallowed_special="all", text_field: str = "text", skip_bad: bool = False,
+           disallowed_special="all", text_field: str = "text", skip_bad: bool = False, input_format: str = "auto",
            progress: bool | None = None, tokenizer_name: str | None = None, _kill_once: str | None = None,
            _shuffle: int | None = None) -> dict:
     """Encodes ``source`` (paths, as for :func:`count`) with ``tok`` on a
@@ -279,7 +282,7 @@ def encode(tok: Tokenizer, source, out_dir, *, address: str | None = None, num_w
     writes (``bpe encode --format numpy``), for any number of workers."""
     job = EncodeJob.make(tok, source, out_dir, separator=separator, shard_size=shard_size,
                          allowed_special=allowed_special, disallowed_special=disallowed_special,
-                         options=SourceOptions(text_field=text_field, skip_bad=skip_bad),
+                         options=SourceOptions(text_field=text_field, skip_bad=skip_bad, input_format=input_format),
                          tokenizer_name=tokenizer_name, kill_marker=_kill_once)
     with Cluster(address, num_workers, _shuffle) as cluster:
         return encode_sharded(job, _RayEncoder(cluster, tok), resume=resume, progress=check_progress(progress))

@@ -196,14 +196,14 @@ def _manifest(job: EncodeJob, entries: list[dict], tok_sha: str) -> dict:
 
 def encode_local(tok: Tokenizer, source, out_dir, *, resume: bool = False, separator="eot",
                  shard_size: int = SHARD_BYTES, allowed_special=(), disallowed_special="all",
-                 text_field: str = "text", skip_bad: bool = False, progress: bool | None = None,
-                 tokenizer_name: str | None = None) -> dict:
+                 text_field: str = "text", skip_bad: bool = False, input_format: str = "auto",
+                 progress: bool | None = None, tokenizer_name: str | None = None) -> dict:
     """``bpe.distributed.encode`` in this process (no Ray): the same shards,
     the same manifest, byte for byte."""
     from bpe.counts import check_progress
 
     job = EncodeJob.make(tok, source, out_dir, separator=separator, shard_size=shard_size,
                          allowed_special=allowed_special, disallowed_special=disallowed_special,
-                         options=SourceOptions(text_field=text_field, skip_bad=skip_bad),
+                         options=SourceOptions(text_field=text_field, skip_bad=skip_bad, input_format=input_format),
                          tokenizer_name=tokenizer_name)
     return encode_sharded(job, LocalEncoder(tok), resume=resume, progress=check_progress(progress))

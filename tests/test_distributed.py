@@ -128,6 +128,40 @@ def test_safe_cuts_grow_past_text_without_any():
         os.unlink(f.name)
 
 
+def test_bad_arguments_are_one_clear_error(tok, tmp_path):
+    with pytest.raises(TypeError, match="bpe.Tokenizer"):
+        encode_local("gpt2", FILES, tmp_path / "o")
+    with pytest.raises(ValueError, match="separator"):
+        encode_local(tok, FILES, tmp_path / "o", separator=10**6)
+    with pytest.raises(ValueError, match="shard_size"):
+        encode_local(tok, FILES, tmp_path / "o", shard_size=0)
+    with pytest.raises(TypeError, match="shard_size"):
+        encode_local(tok, FILES, tmp_path / "o", shard_size="64M")
+    with pytest.raises(ValueError, match="standard input"):
+        encode_local(tok, ["-"], tmp_path / "o")
+    with pytest.raises(TypeError, match="a path"):
+        encode_local(tok, 3, tmp_path / "o")
+    with pytest.raises(FileNotFoundError, match="nope"):
+        encode_local(tok, [str(tmp_path / "nope*.txt")], tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_record_file_without_records_puts_no_separator(tok, tmp_path):
+    """Predicted to hold documents (it has bytes), it holds none: the shard
+    after it, encoded with a leading separator, is encoded again without."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"other": 1}\n')
+    paths = [str(bad), FILES[2]]
+    manifest = encode_local(tok, paths, tmp_path / "o", skip_bad=True, disallowed_special=())
+    assert [s["lead_separator"] for s in manifest["shards"]] == [False, False]
+    assert manifest["skipped_records"] and "bad.jsonl" in manifest["skipped_records"]
+    ref = tmp_path / "ref.npy"
+    with open(ref, "wb") as f:
+        streams.encode_to_fd(tok, paths, f.fileno(), "numpy", options=SourceOptions(skip_bad=True),
+                             disallowed_special=[])
+    assert np.array_equal(np.asarray(ShardedTokens(tmp_path / "o", verify=True)), np.load(ref))
+
+
 def test_custom_patterns_never_cut(tmp_path):
     p = tmp_path / "t.txt"
     p.write_text("a\nb\n" * 1000)
@@ -229,6 +263,7 @@ def test_ray_count_and_train_are_the_single_process_ones(cluster, corpus, worker
     counts = distributed.count(corpus, num_workers=workers, shard_size=shard_size, _shuffle=shuffle)
     whole = bpe.count([Path(p) for p in corpus], progress=False)
     assert table(counts) == table(whole)
+    assert cluster.is_initialized()  # the caller's Ray is left running
     if shuffle == 1:
         tok = distributed.train(corpus, 600, num_workers=workers, shard_size=shard_size)
         assert tok._dumps() == Tokenizer.train([Path(p) for p in corpus], 600, progress=False)._dumps()
