@@ -246,6 +246,31 @@ def test_gpt_trains_from_a_sharded_directory(tok, sharded, tmp_path):
 # -- on Ray -----------------------------------------------------------------------------
 
 
+def test_progress_line_counts_shards_and_bytes(capsys):
+    from bpe.progress import ClusterProgress
+
+    bar = ClusterProgress("counting on Ray", 3, 3_000_000, True)
+    bar.update(1, 1_000_000)
+    bar.update(3, 3_000_000)
+    bar.finish()
+    err = capsys.readouterr().err
+    assert "counting on Ray: 3/3 shards, 3.0 MB/3.0 MB, " in err and err.endswith("\n")
+    quiet = ClusterProgress("x", 1, 1, False)
+    quiet.update(1, 1)
+    quiet.finish()
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_starts_and_stops_its_own_ray(tmp_path):
+    """No --address: the command starts a local Ray (--workers CPUs), under
+    nohup's conditions, and shuts it down; the table is the local one."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'bpe[ray]')")
+    r = cli("count", FILES[1], "-o", tmp_path / "r.bpec", "--engine", "ray", "--workers", "1", cwd=tmp_path)
+    assert r.returncode == 0 and "wrote" in r.stderr, r.stderr
+    assert (tmp_path / "r.bpec").read_bytes() == table(bpe.count(Path(FILES[1]), progress=False))
+
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """One local Ray with 2 CPUs for the module (starting one takes seconds)."""
