@@ -22,9 +22,11 @@ def _shard_size(text: str) -> int:
     from bpe.counts import parse_memory
 
     try:
-        return parse_memory(text, "--shard-size")
+        size = parse_memory(text, "--shard-size")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    assert size is not None  # a str always gives a size
+    return size
 
 
 def _workers(text: str) -> int:

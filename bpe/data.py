@@ -418,7 +418,7 @@ def load_split(data_dir: os.PathLike | str, split: str = "train") -> "np.memmap 
 
 
 def get_batch(
-    data: "np.ndarray",
+    data: "np.ndarray | ShardedTokens",
     batch_size: int,
     block_size: int,
     *,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 import warnings
 
 from bpe import shardwork
@@ -82,7 +83,8 @@ class Cluster:
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address must be a str such as 'auto' or 'ray://host:10001', not {type(address).__name__}")
         self.address, self.num_workers = address, _check_workers(num_workers)
-        self.ray, self.own, self.slots = None, False, 1
+        self.ray: Any = None  # the ray module, once entered
+        self.own, self.slots = False, 1
         self.shuffle = shuffle  # tests: a seed to submit shards in a random order
 
     def order(self, items: list) -> list:
@@ -299,7 +301,8 @@ class _RayEncoder:
 
     def run(self, work, on_done) -> None:
         """``work``: (shard, job dict) pairs; ``on_done(shard, entry)`` as each finishes."""
-        todo, running = self.cluster.order(work), {}
+        todo = self.cluster.order(work)
+        running: dict = {}
         try:
             while todo or running:
                 while todo and len(running) < self.cluster.slots:

@@ -31,9 +31,10 @@ from bpe.sources import SourceOptions
 def read_range(shard: Shard) -> str:
     """The text of a piece of a plain-text file. Pieces end at safe cut
     points (always between characters), so each decodes on its own."""
+    end = shard.end if shard.end is not None else os.path.getsize(shard.path)
     with open(shard.path, "rb") as f:
         f.seek(shard.start)
-        data = f.read(shard.end - shard.start)
+        data = f.read(end - shard.start)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
