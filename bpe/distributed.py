@@ -134,11 +134,20 @@ class Cluster:
             raise RuntimeError(f"Ray lost a task ({type(e).__name__}: {str(e).splitlines()[0]}); "
                                f"run again (encoding: with --resume)") from None
 
-    def cancel(self, refs) -> None:
+    def cancel(self, refs, *, wait: bool = False) -> None:
+        """Cancels tasks not yet started; with ``wait``, also waits (a
+        minute at most) for those already running to end, so that nothing
+        they write comes after the caller's clean-up."""
+        refs = list(refs)
         for ref in refs:
             try:
                 self.ray.cancel(ref)
             except Exception:  # already finished, or the cluster is gone
+                pass
+        if wait and refs:
+            try:
+                self.ray.wait(refs, num_returns=len(refs), timeout=60)
+            except Exception:
                 pass
 
 
@@ -312,5 +321,5 @@ class _RayEncoder:
                     shard = running.pop(ref)
                     on_done(shard, self.cluster.get(ref))
         except BaseException:
-            self.cluster.cancel(running)
+            self.cluster.cancel(running, wait=True)
             raise

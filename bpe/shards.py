@@ -125,12 +125,10 @@ def encode_sharded(job: EncodeJob, runner, *, resume: bool, progress: bool) -> d
             entries[s.index] = entry
         else:
             work.append((s, job.task(lead, threads)))
-    written: list[int] = []
     bar = ClusterProgress(runner.what, len(job.shards), sum(s.size for s in job.shards), progress)
 
     def on_done(shard: Shard, entry: dict) -> None:
         entries[shard.index] = entry
-        written.append(shard.index)
         bar.update(len(entries), sum(job.shards[i].size for i in entries))
 
     try:
@@ -152,8 +150,9 @@ def encode_sharded(job: EncodeJob, runner, *, resume: bool, progress: bool) -> d
         _fsync_dir(out_dir)
         return manifest
     except (ValueError, OSError, TypeError, UnicodeError):
-        # A bad input: nothing of this run stays.
-        for i in written:
+        # A bad input: nothing of this run stays (the runner has waited for
+        # the tasks still running, so none writes after this).
+        for i in {s.index for s, _ in work}:
             for p in (os.path.join(out_dir, shard_name(i)), record_path(os.path.join(out_dir, shard_name(i)))):
                 try:
                     os.unlink(p)
