@@ -294,12 +294,12 @@ def test_ray_count_and_train_are_the_single_process_ones(cluster, corpus, worker
         assert tok._dumps() == Tokenizer.train([Path(p) for p in corpus], 600, progress=False)._dumps()
 
 
-@pytest.mark.parametrize("shuffle", [None, 3])
-def test_ray_encode_is_the_single_process_stream(cluster, tok, corpus, tmp_path, shuffle):
+@pytest.mark.parametrize("workers,shuffle", [(1, None), (2, 3)])
+def test_ray_encode_is_the_single_process_stream(cluster, tok, corpus, tmp_path, workers, shuffle):
     from bpe import distributed
 
     manifest = distributed.encode(tok, corpus, tmp_path / "ray", shard_size=SMALL, disallowed_special=(),
-                                  _shuffle=shuffle)
+                                  num_workers=workers, _shuffle=shuffle)
     assert np.array_equal(np.asarray(ShardedTokens(tmp_path / "ray", verify=True)),
                           reference_ids(tok, corpus, tmp_path))
     local = encode_local(tok, corpus, tmp_path / "local", shard_size=SMALL, disallowed_special=())
