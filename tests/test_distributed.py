@@ -23,19 +23,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import bpe
-from bpe import Tokenizer, streams
-from bpe.data import DatasetError, ShardedTokens
-from bpe.shardplan import plan, safe_cuts
-from bpe.shards import encode_local
-from bpe.shardwork import count_shard, merge_tables
-from bpe.sources import SourceOptions
-from conftest import CORPORA
+np = pytest.importorskip("numpy", reason="sharded token files are read with numpy (the model extra)")
+
+import bpe  # noqa: E402
+from bpe import Tokenizer, streams  # noqa: E402
+from bpe.data import DatasetError, ShardedTokens  # noqa: E402
+from bpe.shardplan import plan, safe_cuts  # noqa: E402
+from bpe.shards import encode_local  # noqa: E402
+from bpe.shardwork import count_shard, merge_tables  # noqa: E402
+from bpe.sources import SourceOptions  # noqa: E402
+from conftest import CORPORA  # noqa: E402
 
 FILES = [str(CORPORA / "tinyshakespeare.txt"), str(CORPORA / "multilingual_udhr.txt"), str(CORPORA / "emoji-test.txt")]
 SMALL = 150_000  # shard size: tinyshakespeare (1.1 MB) is cut into ~8 pieces
