@@ -5,6 +5,7 @@
     python benchmarks/run.py --quick         # 10 MB slice, 1 repeat, a few anchors (a few minutes)
     python benchmarks/run.py --only scale    # training from a 1 GB file
     python benchmarks/run.py --only shards --shards-gb 1   # JSON Lines .zst shards vs plain text
+    python benchmarks/run.py --only ray       # counting on a local Ray, 1..16 workers, vs bpe.count
     python benchmarks/run.py --corpus corpora/tinyshakespeare.txt --quick   # no ../shared needed
 
 Every measurement runs in a fresh child process (benchmarks/_worker.py) that
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _corpora  # noqa: E402
 import _encode  # noqa: E402
+import _ray  # noqa: E402
 import _shards  # noqa: E402
 from _common import GPT4_PATTERN  # noqa: E402
 from _harness import (ALIASES, HERE, MB, REPO, TOOLS, bars, dist_version, fmt, installed, label,  # noqa: E402
@@ -546,7 +548,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="smoke test: 10 MB slice only, 1 repeat, fewer anchors, one vocabulary (a few minutes)")
-    p.add_argument("--only", help="comma-separated sections: train,encode,scale,shards (default: train,encode)")
+    p.add_argument("--only", help="comma-separated sections: train,encode,scale,shards,ray (default: train,encode)")
     p.add_argument("--scale", action="store_true", help="add the scale section (training from ~1 GB)")
     p.add_argument("--repeats", type=int, help="rounds per measurement (default 3; --quick: 1): the median is "
                                                "reported, the best for one-thread encoding")
@@ -556,6 +558,8 @@ def parse_args(argv=None):
                         "run one after the other (default 5)")
     p.add_argument("--shards-hf-max-gb", type=float,
                    help="shards section: run HF tokenizers only on corpora up to this size (default: every size)")
+    p.add_argument("--ray-workers", default="1,2,4,8,16",
+                   help="ray section: worker counts (those past this machine's cores are left out)")
     p.add_argument("--anchors", help=f"comma-separated anchors (default: all; --quick: {','.join(QUICK_ANCHORS)}). "
                                      f"Known: {', '.join(t for t in TOOLS if t != 'bpe')}")
     p.add_argument("--shared", default=str(REPO.parent / "shared" / "corpora"),
@@ -584,7 +588,7 @@ def parse_args(argv=None):
     if args.scale and "scale" not in args.sections:
         args.sections.append("scale")
     for s in args.sections:
-        if s not in ("train", "encode", "scale", "shards"):
+        if s not in ("train", "encode", "scale", "shards", "ray"):
             p.error(f"--only: unknown section {s!r}")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
@@ -670,6 +674,10 @@ def main(argv=None) -> int:
     if "shards" in args.sections:
         shards_run(args, corp, info)
         if args.sections == ["shards"]:  # its own files: latest.* and the chart are left as they are
+            return 0
+    if "ray" in args.sections:
+        _ray.ray_section(args, corp, info)
+        if args.sections == ["ray"]:  # its own files, as shards
             return 0
     results["seconds"] = time.perf_counter() - t_start
 

@@ -1,5 +1,6 @@
 """The `bpe` command line: train, count, encode, decode, info, gpt (train/sample), and
-compare, show, audit, serve (bpe/cli_see.py).
+compare, show, audit, serve (bpe/cli_see.py); `--engine ray` and sharded output are in
+bpe/cli_ray.py.
 
 Conventions, the same for every command:
 - ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
@@ -26,7 +27,7 @@ import warnings
 from decimal import Decimal
 from pathlib import Path
 
-from bpe import cli_pipeline, cli_see, gpt_cli, sources
+from bpe import cli_pipeline, cli_ray, cli_see, gpt_cli, sources
 from bpe.cli_io import (
     STDIN,
     Bar,
@@ -78,6 +79,9 @@ def cmd_train(args: argparse.Namespace) -> None:
         raise CommandLineError("--special and --no-special contradict each other; give one")
     _check_from_counts(args)
     cli_pipeline.check_base_args(args)
+    ray = cli_ray.check_engine(args)
+    if ray and args.base is not None:
+        raise CommandLineError("--base extends a vocabulary in one process; leave out --engine ray")
     options = source_options(args)
     files = inputs(args.files, options, streams=False)
     outputs = cli_pipeline.train_outputs(args)
@@ -88,7 +92,9 @@ def cmd_train(args: argparse.Namespace) -> None:
         warnings.simplefilter("always")
         # Several sizes: one training to the largest, the others cut from it
         # (each the tokenizer training that size gives: bpe/extend.py).
-        if args.from_counts:
+        if ray:
+            tok = cli_ray.train(args, max(args.vocab), specials)
+        elif args.from_counts:
             tok = Tokenizer.train_from_counts(args.from_counts, max(args.vocab), special_tokens=specials,
                                               min_frequency=args.min_frequency, progress=progress)
         else:
@@ -138,11 +144,16 @@ def cmd_count(args: argparse.Namespace) -> None:
     from bpe.counts import Counts, count
 
     check_output_file(args.output, force=args.force)
+    ray = cli_ray.check_engine(args)
     if args.merge:
-        if args.pattern is not None or args.max_memory is not None:
-            raise CommandLineError("--merge merges count tables as they are; leave out --pattern and --max-memory")
+        if args.pattern is not None or args.max_memory is not None or ray:
+            raise CommandLineError("--merge merges count tables as they are; leave out --pattern, --max-memory "
+                                   "and --engine ray")
         entries, total = Counts.merge_files(args.files, args.output, force=args.force)
         pattern = None
+    elif ray:
+        counts = cli_ray.count(args)
+        (entries, total), pattern = counts.save(args.output, force=args.force), counts.pattern
     else:
         options = source_options(args)
         files = inputs(args.files, options, streams=False)
@@ -196,12 +207,20 @@ def _encode_format(args) -> str:
 def cmd_encode(args: argparse.Namespace) -> None:
     from bpe import streams
 
-    fmt = _encode_format(args)
+    ray = cli_ray.check_engine(args)
+    if ray and args.format not in (None, "shards"):
+        raise CommandLineError("--engine ray writes sharded output (--format shards); leave out --format")
+    fmt = "shards" if ray else _encode_format(args)
+    cli_ray.check_resume(args, fmt == "shards")
     if args.text is not None and args.files:
         raise CommandLineError("give FILEs or --text, not both")
     if args.text is None and not args.files:
         raise CommandLineError("give FILEs to encode (- for standard input), or --text")
     cli_pipeline.check_dropout_args(args)
+    if fmt == "shards":
+        if args.dropout is not None:
+            raise CommandLineError("--dropout writes ids, .npy or a dataset; sharded output has no dropout")
+        return cli_ray.encode(args, _load(args.tokenizer))
     if args.dropout is not None and fmt != "dataset":
         tok = _load(args.tokenizer)
         if args.output is not None:
@@ -471,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--from-counts", metavar="TABLE",
                    help="train from a count table (.bpec, from `bpe count`) instead of FILEs; its pattern is used")
     _count_args(t)
+    cli_ray.add_engine_args(t)
     t.add_argument("--min-frequency", type=_at_least_1, metavar="N",
                    help="leave out chunks seen fewer than N times in all (less memory for the merge loop; "
                         "default: keep every chunk)")
@@ -496,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--merge", action="store_true", help="FILEs are count tables (.bpec): merge them into one")
     c.add_argument("--pattern", help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
     _count_args(c)
+    cli_ray.add_engine_args(c)
     c.add_argument("-o", "--output", required=True, metavar="FILE", help="the count table to write (.bpec)")
     _source_args(c)
     _common_args(c)
@@ -507,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Encode UTF-8 text files (each one document), streamed in bounded memory. Formats: "
         "ids (a line of space-separated ids per file), json (a JSON array per file, one per line), numpy "
         "(one .npy array, <|endoftext|> between files), dataset (DIR/train.bin, DIR/val.bin: flat "
-        "little-endian uint16 ids, uint32 past 65,536 tokens, <|endoftext|> between files; DIR/meta.json). "
+        "little-endian uint16 ids, uint32 past 65,536 tokens, <|endoftext|> between files; DIR/meta.json), "
+        "shards (DIR/shard-NNNNN.bin + DIR/manifest.json: what --engine ray writes). "
         "Without -o: ids on standard output. With -o: the format its extension names (.npy, .jsonl/.json, "
         ".txt/.ids), else a dataset directory.",
     )
@@ -518,8 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--text", metavar="TEXT", help="encode this text instead of files")
     e.add_argument("-o", "--output", "--out", dest="output", metavar="PATH",
                    help="write here instead of standard output (a file, or a dataset directory)")
-    e.add_argument("--format", choices=("ids", "json", "numpy", "dataset"),
-                   help="what to write (default: ids; with -o, by its extension, else dataset)")
+    e.add_argument("--format", choices=("ids", "json", "numpy", "dataset", "shards"),
+                   help="what to write (default: ids; with -o, by its extension, else dataset; shards: "
+                        "DIR/shard-NNNNN.bin + DIR/manifest.json, what --engine ray writes)")
     e.add_argument("--dropout", type=float, metavar="P",
                    help="BPE-dropout: skip each merge with chance P (0 <= P < 1), for training data; "
                         "text files read whole, on one thread")
@@ -528,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dataset only: the last F of each file goes to val.bin (default 0.1)")
     _special_args(e)
     _source_args(e)
+    cli_ray.add_engine_args(e, encode=True)
     _common_args(e, threads=True)
     e.set_defaults(func=cmd_encode)
 

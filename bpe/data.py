@@ -13,6 +13,11 @@ Between documents (each input file is one document) stands the tokenizer's
 ``<|endoftext|>`` id, so a model learns where texts end and never reads one
 document as the continuation of another.
 
+A directory of shards (``shard-NNNNN.bin`` + ``manifest.json``, written by
+``bpe encode --engine ray`` or ``--format shards``: ``bpe/shards.py``) is
+read as one sequence by :class:`ShardedTokens`; `bpe gpt train` accepts it,
+its last 10% of tokens being validation.
+
 Writing (:func:`write_dataset`) needs no extra: the Rust core reads, encodes
 and writes the ids, so ``bpe encode --out DIR`` works in a core install.
 Reading (:func:`load_split`, :func:`get_batch`) needs numpy and torch, the
@@ -405,8 +410,12 @@ def _numpy():
 
 
 def load_meta(data_dir: os.PathLike | str) -> dict:
-    """``meta.json`` of a dataset, checked against the .bin files beside it."""
+    """``meta.json`` of a dataset, checked against the .bin files beside it;
+    for a sharded directory (:class:`ShardedTokens`), the same fields made
+    from its manifest and its train/val split."""
     data_dir = os.fspath(data_dir)
+    if is_sharded(data_dir):
+        return ShardedTokens(data_dir).dataset_meta()
     redo = f"re-run `bpe encode FILE... -t TOK --out {data_dir}`"
     path = os.path.join(data_dir, META)
     if not os.path.isdir(data_dir):
@@ -440,11 +449,17 @@ def load_meta(data_dir: os.PathLike | str) -> dict:
     return meta
 
 
-def load_split(data_dir: os.PathLike | str, split: str = "train") -> "np.memmap":
+def load_split(data_dir: os.PathLike | str, split: str = "train") -> "np.memmap | ShardedTokens":
     """The ids of one split as a read-only ``np.memmap`` (nothing is read
-    into memory until used)."""
+    into memory until used); of a sharded directory, a :class:`ShardedTokens`
+    view (the split of :meth:`ShardedTokens.split`)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    if is_sharded(data_dir):
+        part = ShardedTokens(data_dir).split()[SPLITS.index(split)]
+        if not len(part):
+            raise DatasetError(f"{data_dir}: the {split} split is empty; encode more text")
+        return part
     np = _numpy()
     meta = load_meta(data_dir)
     dtype = np.dtype(meta["dtype"]).newbyteorder("<")
@@ -455,7 +470,7 @@ def load_split(data_dir: os.PathLike | str, split: str = "train") -> "np.memmap"
 
 
 def get_batch(
-    data: "np.ndarray",
+    data: "np.ndarray | ShardedTokens",
     batch_size: int,
     block_size: int,
     *,
@@ -516,11 +531,17 @@ def unigram_baseline(data_dir: os.PathLike | str) -> dict:
     meta = load_meta(data_dir)
     n_vocab = meta["tokenizer"]["n_vocab"]
     train, val = load_split(data_dir, "train"), load_split(data_dir, "val")
-    counts = np.bincount(train, minlength=n_vocab).astype(np.float64) + 1.0
+    counts = _bincount(np, train, n_vocab).astype(np.float64) + 1.0
     logp = np.log(counts / counts.sum())
-    val_counts = np.bincount(val, minlength=n_vocab)
+    val_counts = _bincount(np, val, n_vocab)
     nats = float(-(val_counts * logp).sum() / len(val))
     return {"nats_per_token": nats, "bits_per_byte": bits_per_byte(nats, meta, "val")}
+
+
+def _bincount(np, data, n_vocab: int):
+    if isinstance(data, ShardedTokens):  # shard by shard: never the whole split in memory
+        return sum((np.bincount(c, minlength=n_vocab) for c in data.chunks()), np.zeros(n_vocab, np.int64))
+    return np.bincount(data, minlength=n_vocab)
 
 
 def bits_per_byte(nats_per_token: float, meta: dict, split: str = "val") -> float:
@@ -530,3 +551,149 @@ def bits_per_byte(nats_per_token: float, meta: dict, split: str = "val") -> floa
     vocabulary sizes can be compared."""
     info = meta["splits"][split]
     return nats_per_token * info["tokens"] / (info["bytes"] * math.log(2))
+
+
+# -- sharded directories (`bpe encode --engine ray`, or `--format shards`) ----------
+
+MANIFEST = "manifest.json"
+SHARDS_FORMAT = "bpe-shards v1"
+#: The split of a sharded directory for training: the last VAL_FRACTION of
+#: its tokens (the end of the concatenated stream) is validation.
+VAL_FRACTION = 0.1
+
+
+def is_sharded(data_dir: os.PathLike | str) -> bool:
+    """A directory of shards (``manifest.json``), not a ``train.bin`` dataset."""
+    d = os.fspath(data_dir)
+    return os.path.isfile(os.path.join(d, MANIFEST)) and not os.path.exists(os.path.join(d, META))
+
+
+class ShardedTokens:
+    """The ids of a sharded directory (``shard-NNNNN.bin`` + ``manifest.json``,
+    see README "Past one machine: Ray") as one sequence, without reading it:
+    each shard is memory-mapped (numpy), and ``len``, ``x[i]`` and
+    ``x[a:b]`` (an array, copied only where it crosses shards) work on the
+    concatenation, which is the single-process encoding of the input. Works
+    with :func:`get_batch` (random windows) like a split of a dataset.
+
+    ``verify=True`` (or :meth:`verify`) checks every shard's sha256 against
+    the manifest; the sizes are always checked.
+    """
+
+    def __init__(self, data_dir: os.PathLike | str, *, verify: bool = False):
+        np = _numpy()
+        self.dir = os.fspath(data_dir)
+        path = os.path.join(self.dir, MANIFEST)
+        redo = f"re-run `bpe encode FILE... -t TOK --out {self.dir} --engine ray` (or --resume it)"
+        try:
+            with open(path, encoding="utf-8") as f:
+                m = json.load(f)
+        except FileNotFoundError:
+            raise DatasetError(f"{self.dir} has no {MANIFEST}: not a sharded directory, or an incomplete one; "
+                               f"{redo}") from None
+        except ValueError:
+            raise DatasetError(f"{path} is not valid JSON; {redo}") from None
+        if not isinstance(m, dict) or m.get("format") != SHARDS_FORMAT or m.get("dtype") not in ("uint16", "uint32"):
+            raise DatasetError(f"{path} is not a {SHARDS_FORMAT} manifest; {redo}")
+        self.manifest = m
+        dtype = np.dtype(m["dtype"]).newbyteorder("<")
+        self._maps, self._offsets = [], [0]
+        for s in m["shards"]:
+            bin_path = os.path.join(self.dir, s["file"])
+            expected = s["tokens"] * dtype.itemsize
+            actual = os.path.getsize(bin_path) if os.path.exists(bin_path) else None
+            if actual != expected:
+                raise DatasetError(f"{bin_path} has {'no file' if actual is None else f'{actual} bytes'}, but "
+                                   f"{MANIFEST} says {s['tokens']} tokens ({expected} bytes); {redo}")
+            self._maps.append(np.memmap(bin_path, dtype=dtype, mode="r") if s["tokens"] else np.zeros(0, dtype))
+            self._offsets.append(self._offsets[-1] + s["tokens"])
+        self._start, self._stop = 0, self._offsets[-1]
+        if verify:
+            self.verify()
+
+    def verify(self) -> None:
+        """Checks each shard's sha256 against the manifest (reads them all)."""
+        for s in self.manifest["shards"]:
+            bin_path = os.path.join(self.dir, s["file"])
+            if file_sha256(bin_path) != s["sha256"]:
+                raise DatasetError(f"{bin_path}: its sha256 is not the one {MANIFEST} records: the shard was "
+                                   f"modified or damaged; encode it again with --resume")
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def view(self, start: int, stop: int) -> ShardedTokens:
+        """Tokens ``start`` to ``stop`` of this view, as a view (nothing copied)."""
+        start, stop, _ = slice(start, stop).indices(len(self))
+        v = object.__new__(ShardedTokens)
+        v.__dict__.update(self.__dict__)
+        v._start, v._stop = self._start + start, self._start + max(start, stop)
+        return v
+
+    def chunks(self):
+        """The view's ids as consecutive arrays (one per shard it touches)."""
+        import bisect
+
+        k = bisect.bisect_right(self._offsets, self._start) - 1
+        pos = self._start
+        while pos < self._stop and k < len(self._maps):
+            lo, hi = self._offsets[k], self._offsets[k + 1]
+            if hi > pos:
+                yield self._maps[k][pos - lo : min(hi, self._stop) - lo]
+                pos = min(hi, self._stop)
+            k += 1
+
+    def __getitem__(self, key):
+        np = _numpy()
+        if isinstance(key, slice):
+            if key.step not in (None, 1):
+                raise ValueError("ShardedTokens slices take no step; use np.asarray(x[a:b])[::step]")
+            parts = list(self.view(key.start, key.stop).chunks())
+            if len(parts) == 1:
+                return parts[0]
+            return np.concatenate(parts) if parts else self._maps[0][:0] if self._maps else np.zeros(0, np.uint16)
+        if isinstance(key, bool) or not isinstance(key, (int, np.integer)):
+            raise TypeError(f"ShardedTokens indices are ints or slices, not {type(key).__name__}")
+        i = int(key) + (len(self) if key < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(f"index {key} out of range for {len(self)} tokens")
+        return self[i : i + 1][0]
+
+    def __array__(self, dtype=None, copy=None):
+        np = _numpy()
+        out = self[0 : len(self)]
+        return np.asarray(out, dtype=dtype) if dtype is not None else np.asarray(out)
+
+    def split(self, val_fraction: float = VAL_FRACTION) -> tuple[ShardedTokens, ShardedTokens]:
+        """(train, val): the last ``val_fraction`` of the tokens (rounded up)
+        is val, the rest train, the rule `bpe gpt train` uses."""
+        if not 0 <= val_fraction < 1:
+            raise ValueError(f"val_fraction must be at least 0 and below 1, got {val_fraction}")
+        cut = len(self) - math.ceil(len(self) * val_fraction)
+        return self.view(0, cut), self.view(cut, len(self))
+
+    def text_bytes(self) -> int:
+        """The input bytes behind this view: exact for whole shards, in
+        proportion to the tokens for a shard the view cuts."""
+        total = 0.0
+        for k, s in enumerate(self.manifest["shards"]):
+            lo, hi = self._offsets[k], self._offsets[k + 1]
+            overlap = min(hi, self._stop) - max(lo, self._start)
+            if overlap > 0:
+                total += s["bytes"] * overlap / (hi - lo)
+        return int(round(total))
+
+    def sample(self, batch_size: int, block_size: int, *, generator=None, device="cpu"):
+        """Random windows for training: :func:`get_batch` on this view."""
+        return get_batch(self, batch_size, block_size, generator=generator, device=device)
+
+    def dataset_meta(self, val_fraction: float = VAL_FRACTION) -> dict:
+        """What ``meta.json`` says of a dataset, for this directory split by
+        :meth:`split`: dtype, tokenizer, and tokens and bytes per split."""
+        train, val = self.split(val_fraction)
+        m = self.manifest
+        return {"format": m["format"], "dtype": m["dtype"], "byte_order": "little", "tokenizer": m["tokenizer"],
+                "split": {"val_fraction": val_fraction, "how": "the last val_fraction of the tokens to val"},
+                "splits": {name: {"tokens": len(part), "bytes": part.text_bytes(), "documents": None}
+                           for name, part in (("train", train), ("val", val))},
+                "sources": m["sources"]}

@@ -63,7 +63,9 @@ def add_parser(sub) -> None:
         "clipping, validation loss every --eval-interval steps (in nats/token and bits/byte), and an "
         "atomic checkpoint each time. CPU, or CUDA with bf16 when available.",
     )
-    t.add_argument("--data", required=True, metavar="DIR", help="dataset directory written by `bpe encode --out DIR`")
+    t.add_argument("--data", required=True, metavar="DIR",
+                   help="dataset directory written by `bpe encode --out DIR`, or a sharded one (`--engine ray`, "
+                        "`--format shards`: its last 10%% of tokens are the validation split)")
     t.add_argument("-t", "--tokenizer", required=True, metavar="TOK",
                    help="the tokenizer the dataset was encoded with (a file or a name, as for `bpe encode`)")
     t.add_argument("-o", "--output", "--out", dest="out", default="gpt.pt", metavar="CKPT",
