@@ -27,12 +27,14 @@ import codecs
 import re
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from typing import Collection, Literal, Protocol, Union
+from typing import Collection, Dict, Literal, Protocol, Union
 
 from bpe.corpus import replace_surrogates
 from bpe.patterns import pretokenize
 
 Specials = Union[Literal["all"], Collection[str]]
+# {"allowed_special": ..., "disallowed_special": ...}, passed on to encode().
+Options = Dict[str, Specials]
 
 
 class _Encoder(Protocol):
@@ -125,11 +127,11 @@ class Budgets:
                                                  disallowed_special)]
 
 
-def _count(tok: _Encoder, text: str, specials: dict) -> int:
+def _count(tok: _Encoder, text: str, specials: Options) -> int:
     return len(tok.encode(text, **specials))
 
 
-def _fit(tok: _Encoder, text: str, ids: list[int], n: int, specials: dict) -> int:
+def _fit(tok: _Encoder, text: str, ids: list[int], n: int, specials: Options) -> int:
     """The largest k with ``len(encode(text[:k])) <= n``, given the ids of
     the whole text (more than n of them); see the module docstring."""
     data = _utf8(text)
@@ -167,7 +169,7 @@ def _fit(tok: _Encoder, text: str, ids: list[int], n: int, specials: dict) -> in
     return 0  # pragma: no cover - m = 0 gives k0 = 0, which always fits
 
 
-def _chunk_bounds(tok: _Encoder, text: str, past: int, specials: dict) -> list[int]:
+def _chunk_bounds(tok: _Encoder, text: str, past: int, specials: Options) -> list[int]:
     """Chunk boundaries of ``text`` (character indices, 0 first), at least
     two of them past ``past`` or up to the end of the text: the ends of the
     chunks the pattern splits it into, between the special tokens it may
@@ -191,7 +193,7 @@ def _chunk_bounds(tok: _Encoder, text: str, past: int, specials: dict) -> list[i
         size *= 2
 
 
-def _segments(tok: _Encoder, text: str, specials: dict) -> list[tuple[int, int, bool]]:
+def _segments(tok: _Encoder, text: str, specials: Options) -> list[tuple[int, int, bool]]:
     """The spans of ``text`` between and of the allowed special tokens in
     it, each with whether it is a special token."""
     allowed = tok._allowed(specials["allowed_special"])
@@ -249,7 +251,7 @@ def chunk_spans(tok: _Encoder, text: str, max_tokens: int, overlap: int, allowed
     return spans
 
 
-def _piece(tok: _Encoder, text: str, start: int, n: int, specials: dict) -> int:
+def _piece(tok: _Encoder, text: str, start: int, n: int, specials: Options) -> int:
     """The length of the longest piece of ``text`` from ``start`` that
     encodes to at most n tokens (:func:`_fit`, on a window of the text)."""
     # A window of the rest big enough to hold n + 2 tokens (token n+1 must

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bpe.files import PathLike, atomic_write_text
 from bpe.specials import ENDOFTEXT
@@ -38,9 +38,9 @@ CONFIG_JSON = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 
 
-def _config(special_tokens: dict[str, int]) -> tuple[dict, dict]:
+def _config(special_tokens: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(tokenizer_config.json, special_tokens_map.json) for these specials."""
-    roles: dict = {}
+    roles: dict[str, Any] = {}
     if ENDOFTEXT in special_tokens:
         roles["bos_token"] = roles["eos_token"] = ENDOFTEXT
     others = [t for t, _ in sorted(special_tokens.items(), key=lambda kv: kv[1]) if t != ENDOFTEXT]
