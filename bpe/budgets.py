@@ -8,17 +8,25 @@ it splits into chunks (a run of spaces before a word is split differently
 from a run of spaces at the end). So nothing here trusts the ids of the whole
 text for a prefix: every answer is checked by encoding the prefix itself.
 
-The ids of the whole text only say *where to look*. A prefix's chunks are the
-text's chunks except its last one (the split regexes look ahead only at the
-end of a match), so the token count of text[:k] is at least the count of the
-text's tokens before its last chunk, plus one. Hence the longest prefix with
-at most N tokens ends no earlier than the N-th token of the text (rounded
-down to a character) and, in practice, no later than the (N+1)-th token (a
-longer prefix starts one more chunk); we try each character boundary in that
-window, from the longest, encoding each candidate (usually a handful of
-encodes of the prefix, O(encode) in all). If re-encoding disagrees with the
-text's ids so much that no prefix in the window fits, the fallback steps back
-a token at a time until one does, which always ends (the empty prefix fits).
+The ids of the text only say *where to look*. Chunk boundaries are token
+boundaries, and a prefix's chunks are the text's chunks except its last one
+(the split regexes look ahead only at the end of a match: a prefix can only
+end its last chunk early, or let it swallow the chunk before, as a run of
+spaces does). So the prefix text[:k] has the text's tokens before its last
+chunk plus those of that chunk, and the longest prefix with at most N tokens
+lies between two chunks before the end of token N and one chunk past the end
+of token N+1. Inside a chunk the count is not monotone (" hel" two tokens,
+" hell" one, " hello" one), so every character boundary of that window is a
+candidate, tried from the longest; each is counted as the tokens before the
+window plus the window's own (a short encode), and the first that fits is
+confirmed by encoding the whole prefix. Where that confirmation fails (a
+custom pattern the argument does not cover), the fallback steps back a token
+at a time to a prefix that fits, which always ends (the empty prefix fits).
+
+Only a window of the text is encoded, grown until it holds N+2 tokens, so
+truncating a long document costs about the part kept; ``chunk`` does the same
+from each piece's start. tests/test_budgets.py compares ``truncate`` with its
+definition (every prefix encoded) on random text.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ class _Encoder(Protocol):
     def token_bytes(self, id: int) -> bytes: ...
 
     def _allowed(self, allowed_special: Specials) -> set[str]: ...
+
+    def _check_disallowed(self, text: str, allowed: set[str], disallowed_special: Specials) -> None: ...
 
     pattern: str
 
@@ -96,11 +106,8 @@ class Budgets:
         encodes (with these special-token rules, as :meth:`encode`) to at
         most ``max_tokens`` tokens. ``text`` itself if it fits."""
         max_tokens = check_max_tokens(max_tokens)
-        specials = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
-        ids = self.encode(text, **specials)  # also checks text and the special-token rules
-        if len(ids) <= max_tokens:
-            return text
-        return text[:_fit(self, text, ids, max_tokens, specials)]
+        specials = _checked(self, text, allowed_special, disallowed_special)
+        return text[: _piece(self, text, 0, max_tokens, specials)]
 
     def chunk(
         self: _Encoder,
@@ -125,6 +132,17 @@ class Budgets:
         """
         return [text[a:b] for a, b in chunk_spans(self, text, max_tokens, overlap, allowed_special,
                                                  disallowed_special)]
+
+
+def _checked(tok: _Encoder, text: object, allowed_special: Specials, disallowed_special: Specials) -> Options:
+    """The special-token options, once ``text`` is known to be a str with no
+    disallowed special token anywhere (as ``encode(text)`` would check; a
+    scan in the core, not an encoding, since only part of it may be encoded)."""
+    if not isinstance(text, str):
+        hint = "; decode it first (e.g. text.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"text must be a str, not {type(text).__name__}{hint}")
+    tok._check_disallowed(text, tok._allowed(allowed_special), disallowed_special)
+    return {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
 
 
 def _count(tok: _Encoder, text: str, specials: Options) -> int:
@@ -217,8 +235,7 @@ def chunk_spans(tok: _Encoder, text: str, max_tokens: int, overlap: int, allowed
         raise TypeError(f"overlap must be an int (a number of tokens), not {type(overlap).__name__}")
     if not 0 <= overlap < max_tokens:
         raise ValueError(f"overlap must be at least 0 and less than max_tokens ({max_tokens}), got {overlap}")
-    specials = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
-    tok.encode(text, **specials)  # checks text and the special-token rules once, up front
+    specials = _checked(tok, text, allowed_special, disallowed_special)
     ends: dict[int, int] = {}  # piece start -> piece end
 
     def piece_end(start: int) -> int:
@@ -230,6 +247,12 @@ def chunk_spans(tok: _Encoder, text: str, max_tokens: int, overlap: int, allowed
     start = 0
     while start < len(text):
         end = piece_end(start)
+        if end == start:
+            char = text[start]
+            raise ValueError(
+                f"max_tokens={max_tokens} is too small: the character {char!r} at index {start} alone "
+                f"encodes to {_count(tok, char, specials)} tokens, and pieces are never cut inside a character"
+            )
         spans.append((start, end))
         if end == len(text):
             break
@@ -253,7 +276,8 @@ def chunk_spans(tok: _Encoder, text: str, max_tokens: int, overlap: int, allowed
 
 def _piece(tok: _Encoder, text: str, start: int, n: int, specials: Options) -> int:
     """The length of the longest piece of ``text`` from ``start`` that
-    encodes to at most n tokens (:func:`_fit`, on a window of the text)."""
+    encodes to at most n tokens (:func:`_fit`, on a window of the text:
+    truncating a long document costs about the prefix kept, not the document)."""
     # A window of the rest big enough to hold n + 2 tokens (token n+1 must
     # not be cut by the window's end), not the whole rest: each piece costs
     # about its own length.
@@ -266,11 +290,4 @@ def _piece(tok: _Encoder, text: str, start: int, n: int, specials: Options) -> i
         window *= 2
     if len(ids) <= n:  # the rest fits
         return len(part)
-    k = _fit(tok, part, ids, n, specials)
-    if k == 0:
-        c = part[0]
-        raise ValueError(
-            f"max_tokens={n} is too small: the character {c!r} at index {start} alone "
-            f"encodes to {_count(tok, c, specials)} tokens, and pieces are never cut inside a character"
-        )
-    return k
+    return _fit(tok, part, ids, n, specials)
