@@ -63,6 +63,10 @@ class _Encoder(Protocol):
     pattern: str
 
 
+#: How far past token n+1 a prefix ending inside one long chunk is tried.
+LONG_CHUNK = 64
+
+
 def check_max_tokens(max_tokens: object, name: str = "max_tokens") -> int:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
         raise TypeError(f"{name} must be an int (the number of tokens), not {type(max_tokens).__name__}")
@@ -149,14 +153,18 @@ def _count(tok: _Encoder, text: str, specials: Options) -> int:
     return len(tok.encode(text, **specials))
 
 
-def _fit(tok: _Encoder, text: str, ids: list[int], n: int, specials: Options) -> int:
+def _fit(tok: _Encoder, text: str, ids: list[int], n: int, specials: Options, complete: bool = True) -> int | None:
     """The largest k with ``len(encode(text[:k])) <= n``, given the ids of
-    the whole text (more than n of them); see the module docstring."""
+    ``text`` (more than n of them); see the module docstring. ``complete``:
+    ``text`` is the whole text; else a window of it, and None where the
+    window is too small to tell."""
     data = _utf8(text)
     ends = list(accumulate(len(tok.token_bytes(i)) for i in ids[: n + 1]))  # byte ends of tokens 1..n+1
     cut = _char_index(data, ends[n - 1])  # the end of token n, rounded down
     after = _char_index_up(data, ends[n])  # the end of token n+1, rounded up
-    bounds = _chunk_bounds(tok, text, after, specials)
+    bounds = _chunk_bounds(tok, text, after, specials, complete)
+    if bounds is None:
+        return None
     # The window: from two chunks before the cut (a prefix's last chunk may
     # swallow the chunk before it: "a   b" cut after the spaces) to one
     # chunk past token n+1 (a chunk may re-encode to fewer tokens as it grows:
@@ -164,7 +172,10 @@ def _fit(tok: _Encoder, text: str, ids: list[int], n: int, specials: Options) ->
     i = bisect_left(bounds, cut)  # bounds[i - 1] < cut <= bounds[i]
     lo = bounds[max(0, i - 2)]
     j = bisect_left(bounds, after)
-    hi = bounds[min(len(bounds) - 1, j + 1)]
+    # (A very long chunk, a run of letters with no space, is tried only
+    # LONG_CHUNK characters past token n+1: each candidate there costs an
+    # encode of the chunk, and no longer prefix was ever seen to fit.)
+    hi = min(bounds[min(len(bounds) - 1, j + 1)], after + LONG_CHUNK)
     # Counting a candidate: the tokens before the window (a chunk boundary
     # that every prefix in the window keeps) plus those of the window's part.
     base = bounds[max(0, i - 3)]
@@ -187,12 +198,15 @@ def _fit(tok: _Encoder, text: str, ids: list[int], n: int, specials: Options) ->
     return 0  # pragma: no cover - m = 0 gives k0 = 0, which always fits
 
 
-def _chunk_bounds(tok: _Encoder, text: str, past: int, specials: Options) -> list[int]:
+def _chunk_bounds(tok: _Encoder, text: str, past: int, specials: Options, complete: bool) -> list[int] | None:
     """Chunk boundaries of ``text`` (character indices, 0 first), at least
     two of them past ``past`` or up to the end of the text: the ends of the
     chunks the pattern splits it into, between the special tokens it may
     hold (each its own piece). Split on a prefix whose last chunk (which the
-    rest of the text could change) is dropped."""
+    rest of the text could change) is dropped. ``complete``: ``text`` is
+    the whole text, not a window of it, whose end is then a boundary too;
+    for a window too small to hold two boundaries past ``past``, None (or
+    its end, where the window reaches LONG_CHUNK past ``past``)."""
     size = max(past + 64, 2 * past)
     while True:
         end = min(len(text), size)
@@ -203,11 +217,19 @@ def _chunk_bounds(tok: _Encoder, text: str, past: int, specials: Options) -> lis
                 for chunk in pretokenize(replace_surrogates(text[seg_start:seg_end]), tok.pattern):
                     k += len(chunk)
                     bounds.append(k)
-            bounds.append(seg_end)
-        if end < len(text):
+            if k != seg_end:  # a special token, or a custom pattern that skips characters
+                bounds.append(seg_end)
+        whole = complete and end == len(text)
+        if not whole:
             bounds.pop()  # the last chunk of a prefix may not be the text's
-        if end == len(text) or sum(b > past for b in bounds) >= 2:
+        if whole or sum(b > past for b in bounds) >= 2:
             return sorted(set(bounds))
+        if end == len(text):
+            if len(text) > past + LONG_CHUNK:
+                # A long chunk runs on past the window: the search stops at
+                # LONG_CHUNK past `past` anyway, which this end stands for.
+                return sorted(set(bounds)) + [len(text)]
+            return None
         size *= 2
 
 
@@ -284,10 +306,12 @@ def _piece(tok: _Encoder, text: str, start: int, n: int, specials: Options) -> i
     window = 8 * n + 64
     while True:
         part = text[start : start + window]
+        at_end = start + window >= len(text)
         ids = tok.encode(part, **specials)
-        if start + window >= len(text) or len(ids) > n + 1:
-            break
+        if at_end and len(ids) <= n:  # the rest fits
+            return len(part)
+        if at_end or len(ids) > n + 1:
+            k = _fit(tok, part, ids, n, specials, complete=at_end)
+            if k is not None:
+                return k
         window *= 2
-    if len(ids) <= n:  # the rest fits
-        return len(part)
-    return _fit(tok, part, ids, n, specials)

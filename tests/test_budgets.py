@@ -89,6 +89,23 @@ def test_truncate_corpora(key, path):
         assert len(out) == len(text) or n_tokens(tok, text[: len(out) + 1], disallowed_special=()) > n
 
 
+LONG = ["a" * 700, " " * 300, "1" * 301, "🦊" * 200, "中" * 500, "x y " * 150, "\n" * 200, "aé" * 300]
+
+
+@pytest.mark.parametrize("key", ["trained", "cl100k_base"])
+@given(parts=st.lists(st.sampled_from(PIECES + LONG), min_size=1, max_size=6), n=st.integers(1, 300))
+def test_truncate_long_runs(key, parts, n):
+    """Texts with long chunks (runs of letters, spaces, digits, emoji, CJK),
+    where the window of the text that is encoded matters: the prefix fits
+    and the next character does not."""
+    tok = tokenizer(key)
+    text = "".join(parts)
+    kw = {"disallowed_special": ()}
+    out = tok.truncate(text, n, **kw)
+    assert text.startswith(out) and n_tokens(tok, out, **kw) <= n
+    assert len(out) == len(text) or n_tokens(tok, text[: len(out) + 1], **kw) > n
+
+
 def test_truncate_fits_whole_text():
     tok = trained()
     assert tok.truncate("To be", 100) == "To be"
