@@ -51,6 +51,8 @@ def numpy_calls(tok: Tokenizer) -> None:
     assert list(arr) == tok.encode("To be, or not to be")
     ids, offsets = tok.encode_batch_to_numpy(["one", "two"])
     assert len(offsets) == 3 and len(ids) == offsets[-1]
+    file_ids, starts = tok.encode_files([CORPUS], separator="<|endoftext|>")
+    assert len(starts) == 2 and starts[-1] == len(file_ids) > 0
 
 
 def streaming(tok: Tokenizer) -> None:
@@ -85,6 +87,12 @@ def files(tok: Tokenizer, directory: Path) -> None:
                                     special_tokens=tok.special_tokens)
     assert again.encode("To be") == tok.encode("To be")
     assert pickle.loads(pickle.dumps(tok)) == tok
+    try:
+        import tiktoken  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        assert tok.to_tiktoken().encode("To be") == tok.encode("To be")
     try:
         Tokenizer.load(directory / "missing.bpe")
     except TokenizerFileError as e:
