@@ -16,7 +16,8 @@ included. Nothing here loops over bytes in Python.
 from __future__ import annotations
 
 import codecs
-from typing import Iterable, Protocol, Union
+import operator
+from typing import Iterable, Protocol, SupportsIndex, Union, cast
 
 #: The ``errors`` handlers that apply to decoding (``bytes.decode``).
 DECODE_ERRORS = ("replace", "strict", "ignore", "backslashreplace", "surrogateescape", "surrogatepass")
@@ -56,17 +57,22 @@ class StreamDecoder:
         self._tok = tokenizer
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors)
 
-    def feed(self, ids: Union[int, Iterable[int]]) -> str:
+    def feed(self, ids: Union[SupportsIndex, Iterable[SupportsIndex]]) -> str:
         """The text the ids complete: every whole character so far that was
         not returned yet. An incomplete character at the end waits for the
         next call. ``ids``: one id, or an iterable of ids. A bad id raises
         as ``decode_bytes`` does and leaves the decoder as it was."""
-        if isinstance(ids, int) and not isinstance(ids, bool):
+        if isinstance(ids, bool):
+            raise TypeError(f"ids must be a token id (int) or an iterable of them, not {ids!r}")
+        if isinstance(ids, int):  # the common case: one id as it is sampled
             data = self._tok.token_bytes(ids)
         else:
-            if isinstance(ids, bool):
-                raise TypeError(f"ids must be a token id (int) or an iterable of them, not {ids!r}")
-            data = self._tok.decode_bytes(ids)
+            try:
+                one = operator.index(cast(SupportsIndex, ids))  # an int of another kind: numpy's, a 0-d array
+            except TypeError:
+                data = self._tok.decode_bytes(cast(Iterable[int], ids))  # an iterable of ids (or the error naming it)
+            else:
+                data = self._tok.token_bytes(one)
         return self._utf8.decode(data, final=False)
 
     def flush(self) -> str:

@@ -13,8 +13,7 @@ import tempfile
 from pathlib import Path
 
 import bpe
-from bpe import Counts, Tokenizer, TokenizerFileError
-from bpe.decoder import StreamDecoder
+from bpe import Counts, StreamDecoder, Tokenizer, TokenizerFileError
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpora" / "tinyshakespeare.txt"
 

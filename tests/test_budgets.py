@@ -132,6 +132,17 @@ def test_truncate_bad_max_tokens(bad, error):
         trained().truncate("some text", bad)
 
 
+@given(text=st.text(st.characters(categories=["Cs", "Ll", "Zs", "So"]), max_size=30), n=st.integers(1, 8))
+def test_lone_surrogates(text, n):
+    """A str with lone surrogates (no UTF-8 form): encoded with U+FFFD in
+    their place, as encode() does; the answers still fit and join up."""
+    tok = trained()
+    out = tok.truncate(text, n)
+    assert text.startswith(out) and n_tokens(tok, out) <= n
+    pieces = tok.chunk(text, max(n, 4))
+    assert "".join(pieces) == text and all(n_tokens(tok, p) <= max(n, 4) for p in pieces)
+
+
 def test_truncate_bad_text():
     with pytest.raises(TypeError, match="text must be a str"):
         trained().truncate(b"bytes", 3)

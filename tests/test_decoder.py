@@ -97,6 +97,17 @@ def test_feed_takes_any_iterable_and_ints():
     assert dec.feed(iter(ids[:2])) + dec.feed(tuple(ids[2:])) + dec.feed([]) + dec.flush() == "héllo wörld"
 
 
+def test_numpy_ids():
+    np = pytest.importorskip("numpy", reason="numpy is not installed")
+    tok = trained()
+    ids = tok.encode("héllo 🦊 wörld")
+    dec = tok.decoder()
+    arr = np.array(ids, dtype=np.uint32)
+    out = dec.feed(arr[:3]) + "".join(dec.feed(i) for i in arr[3:]) + dec.flush()  # an array, then numpy ints
+    assert out == "héllo 🦊 wörld"
+    assert dec.feed(np.array(ids[0])) == tok.decode(ids[:1])  # a 0-d array is one id
+
+
 def test_errors():
     tok = trained()
     with pytest.raises(ValueError, match="not an error handler"):
