@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bpe import Tokenizer
-from conftest import CORPORA, CORPUS_FILES, ROOT, require_vocab
+from conftest import CORPORA, CORPUS_FILES, ROOT, SHARED, require_vocab
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install 'bpe[hf]')")
 
@@ -31,21 +31,28 @@ def ours(key):
     return Tokenizer.from_tiktoken(key)
 
 
-@functools.lru_cache(maxsize=None)
-def saved(key, tmp=None):
-    import tempfile
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """saved(key) -> (our tokenizer, transformers' tokenizer of the folder
+    save_pretrained wrote, the folder); made once per key."""
+    made = {}
 
-    directory = tempfile.mkdtemp(prefix=f"bpe-pretrained-{key}-")
-    tok = ours(key)
-    tok.save_pretrained(directory)
-    return tok, transformers.AutoTokenizer.from_pretrained(directory), directory
+    def get(key):
+        if key not in made:
+            directory = tmp_path_factory.mktemp(f"pretrained-{key}")
+            tok = ours(key)
+            tok.save_pretrained(directory)
+            made[key] = (tok, transformers.AutoTokenizer.from_pretrained(directory), directory)
+        return made[key]
+
+    return get
 
 
 KEYS = ["gpt2", "gpt4", "gpt4o", "cl100k_base", "o200k_base"]
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_transformers_loads_a_fast_tokenizer_with_our_ids(key):
+def test_transformers_loads_a_fast_tokenizer_with_our_ids(key, saved):
     tok, hf, directory = saved(key)
     assert hf.is_fast
     for path in CORPUS_FILES:
@@ -57,8 +64,27 @@ def test_transformers_loads_a_fast_tokenizer_with_our_ids(key):
     assert Tokenizer.from_pretrained(directory) == tok
 
 
+@pytest.mark.parametrize("key", ["gpt4", "cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("name", ["small/emoji-test.txt", "small/input.txt", "mid/flores200_devtest_184langs.txt.xz",
+                                  "mid/code_mix.txt.xz"])
+def test_shared_corpora(key, name, saved):
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} not found: the large corpora are only in the project's shared/ folder")
+    if path.suffix == ".xz":
+        import lzma
+
+        text = lzma.open(path, "rt", encoding="utf-8").read(500_000)
+    else:
+        text = path.read_text(encoding="utf-8")
+    tok, hf, _ = saved(key)
+    ids = tok.encode(text, allowed_special="all")
+    assert hf(text, add_special_tokens=False)["input_ids"] == ids
+    assert hf.decode(ids) == text
+
+
 @pytest.mark.parametrize("key", KEYS)
-def test_special_tokens(key):
+def test_special_tokens(key, saved):
     tok, hf, _ = saved(key)
     specials = list(tok.special_tokens)
     text = f"{specials[0]}Hello{specials[-1]} world {specials[0]}\n\n  x"
@@ -73,7 +99,7 @@ def test_special_tokens(key):
 
 @pytest.mark.parametrize("key", ["gpt4", "cl100k_base"])
 @given(text=st.text(st.characters(codec="utf-8"), max_size=60))
-def test_hypothesis(key, text):
+def test_hypothesis(key, saved, text):
     tok, hf, _ = saved(key)
     ids = tok.encode(text, allowed_special="all")
     assert hf(text, add_special_tokens=False)["input_ids"] == ids
@@ -96,7 +122,7 @@ def test_files_written(tmp_path):
     assert Tokenizer.from_pretrained(tmp_path / "new" / "dir") == tok
 
 
-def test_reads_folders_transformers_writes(tmp_path):
+def test_reads_folders_transformers_writes(tmp_path, saved):
     """A folder from transformers' own save_pretrained, and a hub-style
     folder holding only a tokenizer.json: both read back to our tokenizer."""
     tok, hf, _ = saved("gpt2")
