@@ -67,6 +67,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on how it was ins
     _core = _installed_core()
 from bpe._core import GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN
 from bpe.counts import Counts, count
+from bpe.decoder import StreamDecoder
 from bpe.fileformat import TokenizerFileError
 from bpe.patterns import PATTERNS, pretokenize, resolve_pattern
 from bpe.specials import ENDOFTEXT
@@ -79,6 +80,7 @@ __all__ = [
     "GPT4_PATTERN",
     "GPT4O_PATTERN",
     "PATTERNS",
+    "StreamDecoder",
     "Tokenizer",
     "TokenizerFileError",
     "count",

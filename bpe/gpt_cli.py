@@ -412,7 +412,7 @@ def cmd_sample(args: argparse.Namespace) -> None:
     if args.top_k is not None and args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
     torch = _torch()
-    from bpe.model import GPT, GPTConfig, generate_text
+    from bpe.model import GPT, GPTConfig, stream_text
 
     device = _device(torch, args.device)
     ckpt = load_checkpoint(torch, args.ckpt)
@@ -423,8 +423,13 @@ def cmd_sample(args: argparse.Namespace) -> None:
     gen = None
     if args.seed is not None:
         gen = torch.Generator(device=device).manual_seed(args.seed)
-    text = generate_text(model, tok, args.prompt, args.tokens, args.temperature, args.top_k, generator=gen)
-    sys.stdout.write(text)  # the prompt and its continuation
-    if not text.endswith("\n"):
+    # Printed token by token as it is sampled (whole characters only: the
+    # streaming decoder holds back a token that ends mid-character).
+    last = ""
+    for piece in stream_text(model, tok, args.prompt, args.tokens, args.temperature, args.top_k, generator=gen):
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+        last = piece
+    if not last.endswith("\n"):
         sys.stdout.write("\n")
     sys.stdout.flush()

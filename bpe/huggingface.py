@@ -86,7 +86,7 @@ def to_json(vocab: dict[int, bytes], merges: dict[tuple[int, int], int], pattern
         "fuse_unk": False,
         "byte_fallback": False,
         "ignore_merges": True,
-        "vocab": {token_to_str(b): i for i, b in sorted(vocab.items())},
+        "vocab": _model_vocab(vocab, special_tokens),
         # "a b" strings rather than pairs: every version of `tokenizers` reads them,
         # and byte-level token strings never contain a space.
         "merges": [f"{token_to_str(vocab[l])} {token_to_str(vocab[r])}" for (l, r), _ in ordered],
@@ -114,6 +114,20 @@ def to_json(vocab: dict[int, bytes], merges: dict[tuple[int, int], int], pattern
         "model": model,
     }
     return json.dumps(doc, ensure_ascii=False, indent=1)
+
+
+def _model_vocab(vocab: dict[int, bytes], special_tokens: dict[str, int]) -> dict[str, int]:
+    """The BPE model's vocabulary: the tokens as byte-level strings, and the
+    special tokens under their own text. `tokenizers` gives an added token
+    the model's id for its text where the model has one, and otherwise the
+    next id after the vocabulary, whatever id the file says: so a special
+    token after a hole in the ids (cl100k's <|endoftext|> is 100257, and
+    100256 is no token) would be renumbered unless the model lists it. The
+    model never produces them itself (added tokens are split off first)."""
+    out = {token_to_str(b): i for i, b in sorted(vocab.items())}
+    for text, i in sorted(special_tokens.items(), key=lambda kv: kv[1]):
+        out.setdefault(text, i)
+    return out
 
 
 def _pattern(pre: dict | None, where: str) -> str:

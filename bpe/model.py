@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 import torch.nn as nn
@@ -184,6 +185,26 @@ class GPT(nn.Module):
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
+        for next_id in self.sample_ids(idx, max_new_tokens, temperature, top_k, generator=generator):
+            idx = torch.cat([idx, next_id.to(idx.device)], dim=1)  # (B, T + 1)
+        return idx
+
+    @torch.no_grad()  # (on a generator, torch restores grad mode around each step)
+    def sample_ids(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> Iterator[torch.Tensor]:
+        """:meth:`generate` one step at a time: yields each sampled (B, 1)
+        id as soon as it is drawn, so a caller can show text as it comes."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
         was_training = self.training
         self.eval()
         try:
@@ -203,9 +224,9 @@ class GPT(nn.Module):
                     probs = F.softmax(logits, dim=-1)  # (B, V)
                     next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
                 idx = torch.cat([idx, next_id.to(idx.device)], dim=1)  # (B, T + 1)
+                yield next_id
         finally:
             self.train(was_training)
-        return idx
 
 
 def generate_text(
@@ -218,13 +239,31 @@ def generate_text(
     *,
     generator: torch.Generator | None = None,
 ) -> str:
-    """``prompt`` and its sampled continuation as a ``str``.
+    """``prompt`` and its sampled continuation as a ``str``: the pieces of
+    :func:`stream_text`, joined."""
+    return "".join(stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, generator=generator))
 
-    The text is decoded from all ids at once with ``errors="replace"``: a
-    byte-level model may stop in the middle of a multi-byte character (or
-    produce bytes that are not UTF-8 at all), which becomes U+FFFD instead of
-    an exception. An empty prompt starts from ``<|endoftext|>``, the token
-    that begins every document after the first."""
+
+def stream_text(
+    model: GPT,
+    tokenizer,
+    prompt: str,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    *,
+    generator: torch.Generator | None = None,
+) -> Iterator[str]:
+    """``prompt`` and its sampled continuation, as pieces of text yielded as
+    the tokens are sampled (the prompt first).
+
+    The ids go through the tokenizer's streaming decoder (``errors="replace"``):
+    a token that ends mid-character yields nothing until the character is
+    complete, and the pieces join to ``decode(all ids)`` exactly; a model
+    that stops mid-character (or makes bytes that are not UTF-8 at all)
+    gives U+FFFD, never an exception. An empty prompt starts from
+    ``<|endoftext|>``, the token that begins every document after the first,
+    and which is not part of the text."""
     device = next(model.parameters()).device
     if prompt:
         ids = tokenizer.encode(prompt, allowed_special="all")
@@ -233,9 +272,12 @@ def generate_text(
         if eot is None:
             raise ValueError("the tokenizer has no <|endoftext|> token to start from; give a prompt")
         ids = [eot]
+    dec = tokenizer.decoder(errors="replace")
+    if prompt and (piece := dec.feed(ids)):
+        yield piece
     idx = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
-    out = model.generate(idx, max_new_tokens, temperature, top_k, generator=generator)  # (1, T + new)
-    new_ids = out[0].tolist()
-    if not prompt:
-        new_ids = new_ids[1:]  # the start token is not part of the text
-    return tokenizer.decode(new_ids, errors="replace")
+    for next_id in model.sample_ids(idx, max_new_tokens, temperature, top_k, generator=generator):
+        if piece := dec.feed(next_id.item()):
+            yield piece
+    if rest := dec.flush():
+        yield rest

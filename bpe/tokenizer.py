@@ -15,7 +15,6 @@ holds the class: its defaults and validation, calling on ``patterns``, ``vocab``
 
 from __future__ import annotations
 
-import codecs
 import operator
 import os
 import reprlib
@@ -24,9 +23,12 @@ from collections.abc import Mapping
 from typing import Collection, Iterable, Literal, Sequence
 
 from bpe import _core, fileformat
+from bpe.budgets import Budgets
 from bpe.interop import Interop
+from bpe.pretrained import Pretrained
 from bpe.bulk import BulkEncoding, _check_texts, _texts, _threads
 from bpe.corpus import Source, replace_surrogates
+from bpe.decoder import DECODE_ERRORS, StreamDecoder, _check_errors  # noqa: F401 (re-exported)
 from bpe.dropout import Dropout
 from bpe.extend import Reshaping
 from bpe.offsets import Measuring
@@ -49,7 +51,7 @@ __all__ = [
 ]
 
 
-class Tokenizer(Interop, BulkEncoding, Measuring, Dropout, Reshaping):
+class Tokenizer(Interop, Pretrained, Budgets, BulkEncoding, Measuring, Dropout, Reshaping):
     """A byte-level BPE tokenizer. Build one with :meth:`train` or :meth:`load`."""
 
     def __init__(
@@ -539,6 +541,12 @@ class Tokenizer(Interop, BulkEncoding, Measuring, Dropout, Reshaping):
             _check_errors(errors)
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
 
+    def decoder(self, errors: str = "replace") -> StreamDecoder:
+        """A streaming decoder: ``feed(ids)`` returns the whole characters the
+        ids complete, ``flush()`` the rest; together exactly ``decode(ids,
+        errors)`` however the ids are cut (bpe/decoder.py)."""
+        return StreamDecoder(self, errors)
+
     def token_bytes(self, id: int) -> bytes:
         """The bytes of one token."""
         if type(id) is bool:  # the core would take it as 0 or 1
@@ -630,26 +638,6 @@ def _is_int(i) -> bool:
     except TypeError:
         return False
     return True
-
-
-#: The ``errors`` handlers that apply to decoding (``bytes.decode``).
-DECODE_ERRORS = ("replace", "strict", "ignore", "backslashreplace", "surrogateescape", "surrogatepass")
-
-
-def _check_errors(errors) -> None:
-    """Checks ``decode``'s ``errors`` up front: ``bytes.decode`` looks it up
-    only when it meets a bad byte, so a typo would pass every test on clean text."""
-    if not isinstance(errors, str):
-        raise TypeError(f"errors must be a str (one of {', '.join(DECODE_ERRORS)}), not {type(errors).__name__}")
-    try:
-        codecs.lookup_error(errors)
-    except LookupError:
-        raise ValueError(
-            f"errors={errors!r} is not an error handler; use one of {', '.join(DECODE_ERRORS)} "
-            f"(or a name given to codecs.register_error)"
-        ) from None
-    if errors in ("xmlcharrefreplace", "namereplace"):
-        raise ValueError(f"errors={errors!r} is for encoding text, not decoding; use one of {', '.join(DECODE_ERRORS)}")
 
 
 def _from_ranks(ranks, pattern, special_tokens) -> Tokenizer:

@@ -174,6 +174,15 @@ def test_huggingface_hypothesis(key, text):
     assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
 
 
+@pytest.mark.parametrize("key", KEYS)
+def test_huggingface_special_tokens_keep_their_ids(key):
+    """cl100k's <|endoftext|> (100257) follows a hole (100256): `tokenizers`
+    renumbers an added token the model does not list, so the model lists it."""
+    tok, hf, _ = hf_of(key)
+    text = "".join(f"{s} x" for s in tok.special_tokens)
+    assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
+
+
 def test_gpt2_style_tokenizer_json(tmp_path):
     # GPT-2's own tokenizer.json uses ByteLevel(use_regex=True) and "a b" merges;
     # build one with `tokenizers` itself from r50k's ranks.

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - CI installs the model extra
         raise
     pytest.skip("torch/numpy are not installed (pip install -e '.[model]')", allow_module_level=True)
 
-from bpe.model import GPT, GPTConfig, generate_text, padded_vocab_size
+from bpe.model import GPT, GPTConfig, generate_text, padded_vocab_size, stream_text
 
 SHAKESPEARE = Path(__file__).resolve().parents[1] / "corpora" / "tinyshakespeare.txt"
 TINY = dict(n_layer=2, n_head=2, n_embd=32)
@@ -153,6 +153,36 @@ def test_generate_text_is_a_str_when_a_token_ends_mid_character(tok):
     assert tok.decode_bytes(tok.encode("ROMEO:")) + b"\xe4" * 3 == text[:6].encode() + b"\xe4" * 3
     # An empty prompt starts from <|endoftext|>, which is not part of the text.
     assert generate_text(model, tok, "", 2) == "\ufffd\ufffd"
+
+
+def test_stream_text_yields_whole_characters(tok):
+    """A model that spells "中文!" byte by byte: the stream yields each
+    character once its last byte is sampled, never a U+FFFD, and the pieces
+    join to generate_text's text."""
+    model = GPT(GPTConfig(n_vocab=tok.n_vocab, block_size=16, **TINY))
+    spelled = list("中文!".encode())
+    start = len(tok.encode("ROMEO:"))
+
+    def spell(idx, targets=None):
+        logits = torch.zeros(idx.shape[0], idx.shape[1], model.cfg.vocab_size)
+        logits[:, :, spelled[(idx.shape[1] - start) % len(spelled)]] = 100.0
+        return logits, None
+
+    model.forward = spell
+    pieces = list(stream_text(model, tok, "ROMEO:", len(spelled), temperature=0))
+    assert pieces == ["ROMEO:", "中", "文", "!"]
+    assert generate_text(model, tok, "ROMEO:", len(spelled), temperature=0) == "ROMEO:中文!"
+    # Stopped mid-character: the tail comes out as U+FFFD, once, at the end.
+    assert list(stream_text(model, tok, "ROMEO:", 2, temperature=0)) == ["ROMEO:", "\ufffd"]
+
+
+def test_sample_ids_is_generate_step_by_step(tok):
+    model = GPT(GPTConfig(n_vocab=tok.n_vocab, block_size=16, **TINY))
+    idx = torch.tensor([tok.encode("ROMEO:")])
+    g = torch.Generator().manual_seed(5)
+    steps = torch.cat([idx, *model.sample_ids(idx, 6, generator=g)], dim=1)
+    assert torch.equal(steps, model.generate(idx, 6, generator=torch.Generator().manual_seed(5)))
+    assert torch.is_grad_enabled()  # the generator's no_grad does not leak out
 
 
 # -- training ---------------------------------------------------------------------

@@ -1,0 +1,158 @@
+# Types of the Rust extension module bpe._core (rust/py/*.rs; the module's
+# contents are listed in rust/py/mod.rs). A private module: the public API
+# is bpe.Tokenizer and friends, which wrap it. tests/test_typing.py checks
+# that every name the built module exports is declared here.
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
+
+_Path = Union[str, "os.PathLike[str]"]
+# A pyarrow array as its parts: (validity, offsets, data, offset width, offset, length).
+_Parts = tuple[Any, Any, Any, int, int, int]
+_Progress = Optional[Callable[..., Any]]
+
+GPT2_PATTERN: str
+GPT4_PATTERN: str
+GPT4O_PATTERN: str
+MAX_ID: int
+
+class Pretokenizer:
+    def __init__(self, pattern: str) -> None: ...
+    def findall(self, text: str) -> list[str]: ...
+
+class IdBuffer:
+    """Ids as native-endian u32, lent to numpy through the buffer protocol."""
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+class CoreBPE:
+    def __init__(self, ranks: dict[bytes, int], special_tokens: dict[str, int], pattern: str) -> None: ...
+    def encode_ordinary(self, text: str) -> list[int]: ...
+    def encode(self, text: str, allowed_special: Sequence[str]) -> list[int]: ...
+    # The ids, or the first disallowed special token found (a str).
+    def encode_unless_special(self, text: str) -> Union[list[int], str]: ...
+    def encode_u32(self, text: str, allowed_special: Sequence[str]) -> IdBuffer: ...
+    # The lists, or (index of the text, the disallowed special token found in it).
+    def encode_batch(
+        self, texts: Sequence[str], allowed_special: Sequence[str], disallowed_special: Sequence[str], num_threads: int
+    ) -> Union[list[list[int]], tuple[int, str]]: ...
+    # A list of ids (width None) or ids of that byte width in a buffer.
+    def encode_parallel(
+        self, text: str, allowed_special: Sequence[str], num_threads: int, width: Optional[int] = None
+    ) -> Any: ...
+    def encode_batch_flat(
+        self,
+        texts: Sequence[str],
+        allowed_special: Sequence[str],
+        disallowed_special: Sequence[str],
+        num_threads: int,
+        width: int,
+    ) -> Any: ...
+    # (capacity, bytes, entries, memos, reused, fresh)
+    def cache_info(self) -> tuple[int, int, int, int, int, int]: ...
+    def clear_cache(self) -> None: ...
+    def set_cache_capacity(self, capacity: int) -> None: ...
+    def find_special(self, text: str, tokens: Sequence[str]) -> Optional[str]: ...
+    def decode_bytes(self, ids: Any) -> bytes: ...
+    def recover_merges(self) -> list[tuple[int, int, int]]: ...
+    def token_bytes(self, id: int) -> bytes: ...
+
+class Trainer:
+    def __init__(self, pattern: str) -> None: ...
+    def feed_texts(self, texts: Sequence[str]) -> None: ...
+    def feed_files(self, paths: Sequence[_Path], progress: bool) -> None: ...
+    def feed_records(self, paths: Sequence[_Path], field: Sequence[str], skip_bad: bool, progress: bool) -> list[int]: ...
+    def feed_arrow(self, array: _Parts, name: str, first_row: int, skip_bad: bool) -> tuple[int, Optional[str]]: ...
+    def n_chunks(self) -> int: ...
+    # ({(left, right): new}, {id: bytes})
+    def train(
+        self, target: int, progress: bool, specials: Sequence[str] = ..., min_frequency: int = 1
+    ) -> tuple[dict[tuple[int, int], int], dict[int, bytes]]: ...
+    def special_ids(self) -> list[tuple[str, int]]: ...
+    def encoder(self, special_tokens: dict[str, int]) -> CoreBPE: ...
+    def pattern(self) -> str: ...
+    def set_max_memory(self, bytes: Optional[int], tmpdir: Optional[_Path] = None) -> None: ...
+    def size(self) -> tuple[int, int]: ...
+    def save_counts(self, fd: int, name: str) -> tuple[int, int]: ...
+    @staticmethod
+    def load_counts(path: _Path, min_frequency: int = 1) -> Trainer: ...
+    def add_counts(self, other: Trainer) -> None: ...
+    def fork(self, min_frequency: int = 1) -> Trainer: ...
+    @staticmethod
+    def merge_count_files(paths: Sequence[_Path], fd: int, name: str) -> tuple[str, int, int]: ...
+    def discard_spilled(self) -> None: ...
+
+class Progress:
+    def __init__(self, what: str, total: Optional[int] = None, unit: str = "bytes", show: Optional[bool] = None) -> None: ...
+    def update(self, done: int, tokens: Optional[int] = None) -> None: ...
+    def finish(self) -> None: ...
+
+# (ids in a buffer of `width` bytes each, offsets as a bytearray)
+def encode_files(
+    core: CoreBPE,
+    paths: Sequence[_Path],
+    allowed_special: Sequence[str],
+    disallowed_special: Sequence[str],
+    separator: Optional[int],
+    num_threads: int,
+    width: int,
+    progress: _Progress = None,
+) -> tuple[Any, bytearray]: ...
+def write_ids(
+    core: CoreBPE,
+    segments: Sequence[tuple[_Path, int, Optional[int], int, bool]],
+    outputs: Sequence[_Path],
+    allowed_special: Sequence[str],
+    separator: Optional[int],
+    num_threads: int,
+    width: int,
+    block_bytes: int = ...,
+    progress: _Progress = None,
+    disallowed_special: Sequence[str] = ...,
+) -> list[int]: ...
+def encode_to_fd(
+    core: CoreBPE,
+    paths: Sequence[_Path],
+    out: int,
+    format: str,
+    allowed_special: Sequence[str],
+    disallowed_special: Sequence[str],
+    separator: Optional[int],
+    num_threads: int,
+    width: int,
+    progress: _Progress = None,
+) -> list[int]: ...
+def decode_to_fd(
+    core: CoreBPE, path: _Path, skip: int, ids: str, width: int, signed: bool, errors: str, out: int
+) -> int: ...
+def encode_records_to_fd(
+    core: CoreBPE,
+    paths: Sequence[_Path],
+    field: Sequence[str],
+    skip_bad: bool,
+    out: int,
+    format: str,
+    allowed_special: Sequence[str],
+    disallowed_special: Sequence[str],
+    separator: Optional[int],
+    num_threads: int,
+    width: int,
+    progress: _Progress = None,
+) -> tuple[list[tuple[int, int]], list[int]]: ...
+def encode_arrow_to_fd(
+    core: CoreBPE,
+    array: _Parts,
+    out: int,
+    format: str,
+    allowed_special: Sequence[str],
+    disallowed_special: Sequence[str],
+    separator: Optional[int],
+    num_threads: int,
+    width: int,
+    name: str,
+    first_row: int,
+    skip_bad: bool,
+    follows: bool,
+) -> tuple[list[int], int, Optional[str]]: ...
+def _panic_for_tests(threads: int = 0) -> None: ...
