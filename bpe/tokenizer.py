@@ -20,7 +20,7 @@ import os
 import reprlib
 import warnings
 from collections.abc import Mapping
-from typing import Collection, Iterable, Literal, Sequence
+from typing import Collection, Iterable, Literal, Sequence, overload
 
 from bpe import _core, fileformat
 from bpe.budgets import Budgets
@@ -127,6 +127,41 @@ class Tokenizer(Interop, Pretrained, Budgets, BulkEncoding, Measuring, Dropout, 
         return {b: i for i, b in self.vocab.items()}
 
     # -- training -----------------------------------------------------------
+
+    # For type checkers: one size gives a Tokenizer, a list of sizes a list.
+    @overload
+    @classmethod
+    def train(
+        cls,
+        source: Source,
+        vocab_size: int,
+        *,
+        pattern: str | None = ...,
+        special_tokens: Collection[str] = ...,
+        progress: bool | None = ...,
+        text_field: str = ...,
+        skip_bad: bool = ...,
+        max_memory: int | str | None = ...,
+        min_frequency: int | None = ...,
+        base: "Tokenizer | PathLike | None" = ...,
+    ) -> "Tokenizer": ...
+
+    @overload
+    @classmethod
+    def train(
+        cls,
+        source: Source,
+        vocab_size: Sequence[int],
+        *,
+        pattern: str | None = ...,
+        special_tokens: Collection[str] = ...,
+        progress: bool | None = ...,
+        text_field: str = ...,
+        skip_bad: bool = ...,
+        max_memory: int | str | None = ...,
+        min_frequency: int | None = ...,
+        base: "Tokenizer | PathLike | None" = ...,
+    ) -> "list[Tokenizer]": ...
 
     @classmethod
     def train(

@@ -110,6 +110,23 @@ def counting(directory: Path) -> None:
     assert tok.n_vocab == 300
 
 
+def pipeline(tok: Tokenizer, text: str) -> None:
+    n: int = tok.count("To be, or not to be")
+    assert n == len(tok.encode("To be, or not to be"))
+    ids, starts = tok.encode_with_offsets("héllo 🦊", unit="bytes")
+    assert len(ids) == len(starts) and list(ids) == tok.encode("héllo 🦊")
+    dropped: list[int] = tok.encode("To be, or not to be", dropout=0.1, seed=7)
+    assert tok.decode(dropped) == "To be, or not to be"
+    small: Tokenizer = tok.shrink(300)
+    assert small.n_vocab == 300 + len(tok.special_tokens)
+    sizes: list[Tokenizer] = Tokenizer.train(text, [300, 350], progress=False)
+    assert [t.n_vocab for t in sizes] == [300, 350]
+    more: Tokenizer = Tokenizer.train(text, 450, base=tok, progress=False)
+    assert more.n_vocab == 450 and all(more.merges[pair] == new for pair, new in tok.merges.items())
+    fim: Tokenizer = tok.with_special_tokens(["<|fim|>"])
+    assert "<|fim|>" in fim.special_tokens
+
+
 def cache(tok: Tokenizer) -> None:
     tok.set_cache_size(8)
     info = tok.cache_info()
@@ -118,8 +135,10 @@ def cache(tok: Tokenizer) -> None:
 
 
 def main() -> None:
-    tok = train(CORPUS.read_text(encoding="utf-8")[:100_000])
+    text = CORPUS.read_text(encoding="utf-8")[:100_000]
+    tok = train(text)
     encode_and_decode(tok)
+    pipeline(tok, text)
     streaming(tok)
     budgets(tok)
     cache(tok)
