@@ -7,9 +7,6 @@
 
 use rustc_hash::FxHashMap;
 
-mod table;
-pub(crate) use table::Table;
-
 pub type Rank = u32;
 
 /// The largest id a vocabulary may use. The decoder is a table indexed by id,
@@ -31,17 +28,15 @@ pub(crate) const NONE: Rank = Rank::MAX;
 ///     first n-1 look-ups of every merge involve no hashing at all;
 ///   * tokens of 3..=15 bytes are packed into an integer key (bytes plus
 ///     length; a `u64` up to 7 bytes, else a `u128`), so a look-up is one
-///     multiply-hash and one probe with the key inline, in a table whose
-///     slots hold key and rank side by side (`vocab/table.rs`: one cache
-///     line per look-up where hashbrown reads two);
+///     multiply-hash and one probe with the key inline;
 ///   * longer tokens (under 1% of a vocabulary, and rarely looked up) keep a
 ///     byte-string map.
 /// This made the merge part of encoding about 2× faster than one map.
 pub struct Vocab {
     pub(crate) byte: [Rank; 256],
     pair: Box<[Rank]>,
-    small: Table<u64, Rank>,
-    short: Table<u128, Rank>,
+    small: FxHashMap<u64, Rank>,
+    short: FxHashMap<u128, Rank>,
     long: FxHashMap<Box<[u8]>, Rank>,
 }
 
@@ -51,8 +46,8 @@ impl Default for Vocab {
         Vocab {
             byte: [NONE; 256],
             pair: vec![NONE; 1 << 16].into_boxed_slice(),
-            small: Table::new(NONE),
-            short: Table::new(NONE),
+            small: FxHashMap::default(),
+            short: FxHashMap::default(),
             long: FxHashMap::default(),
         }
     }
@@ -146,8 +141,12 @@ impl Vocab {
             0 => {}
             1 => self.byte[bytes[0] as usize] = r,
             2 => self.pair[(bytes[0] as usize) << 8 | bytes[1] as usize] = r,
-            3..=7 => self.small.insert(pack_small(bytes), r),
-            8..=15 => self.short.insert(pack(bytes), r),
+            3..=7 => {
+                self.small.insert(pack_small(bytes), r);
+            }
+            8..=15 => {
+                self.short.insert(pack(bytes), r);
+            }
             _ => {
                 self.long.insert(bytes.into(), r);
             }
@@ -176,21 +175,9 @@ impl Vocab {
             0 => NONE,
             1 => self.byte[b[0] as usize],
             2 => self.pair_rank(b[0], b[1]),
-            3..=7 => self.small.get(pack_small(b)).unwrap_or(NONE),
-            8..=15 => self.short.get(pack(b)).unwrap_or(NONE),
+            3..=7 => self.small.get(&pack_small(b)).copied().unwrap_or(NONE),
+            8..=15 => self.short.get(&pack(b)).copied().unwrap_or(NONE),
             _ => self.long.get(b).copied().unwrap_or(NONE),
-        }
-    }
-
-    /// Starts bringing into cache what `get(b)` will read (for the encoder,
-    /// which looks a chunk up a few chunks after lexing it: see
-    /// `Encoder::encode_ordinary_into`).
-    #[inline(always)]
-    pub(crate) fn prefetch(&self, b: &[u8]) {
-        match b.len() {
-            3..=7 => self.small.prefetch(pack_small(b)),
-            8..=15 => self.short.prefetch(pack(b)),
-            _ => {}
         }
     }
 

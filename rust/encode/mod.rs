@@ -46,10 +46,6 @@ pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
     Vec::with_capacity(bytes / 3)
 }
 
-/// How many chunks behind the lexer the look-ups run (see
-/// `encode_ordinary_into`).
-const LAG: usize = 8;
-
 pub struct Encoder {
     /// Ordinary token bytes -> id.
     vocab: Vocab,
@@ -239,23 +235,6 @@ impl Encoder {
         }
     }
 
-    /// One chunk's ids, appended to `out`: its rank if it is a token, else
-    /// its ids from `memo`, else merged (and remembered in `memo`).
-    #[inline(always)]
-    fn encode_known(&self, chunk: &[u8], memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
-        let whole = self.vocab.get(chunk);
-        if whole != NONE {
-            out.push(whole);
-        } else if let Some(ids) = memo.get(chunk) {
-            out.extend_from_slice(ids);
-        } else {
-            let start = out.len();
-            self.merge_chunk(chunk, out)?;
-            memo.insert(chunk, &out[start..]);
-        }
-        Ok(())
-    }
-
     /// Encodes text with no special-token handling (special token text is
     /// encoded as ordinary text).
     pub fn encode_ordinary(&self, text: &str) -> Result<Vec<Rank>, String> {
@@ -273,32 +252,24 @@ impl Encoder {
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
         let mut err = None;
-        let mut one = |chunk: &[u8]| {
-            if err.is_none() {
-                if let Err(e) = self.encode_known(chunk, memo, out) {
-                    err = Some(e);
+        self.splitter.for_each_chunk(text, |chunk| {
+            if err.is_some() {
+                return;
+            }
+            let chunk = chunk.as_bytes();
+            let whole = self.vocab.get(chunk);
+            if whole != NONE {
+                out.push(whole);
+            } else if let Some(ids) = memo.get(chunk) {
+                out.extend_from_slice(ids);
+            } else {
+                let start = out.len();
+                match self.merge_chunk(chunk, out) {
+                    Ok(()) => memo.insert(chunk, &out[start..]),
+                    Err(e) => err = Some(e),
                 }
             }
-        };
-        // Each chunk is looked up LAG chunks after the lexer found it, its
-        // slot in the vocabulary prefetched meanwhile: the look-up is
-        // usually a cache miss (the tables are megabytes), and lexing the
-        // next chunks hides it.
-        let mut ring: [&[u8]; LAG] = [&[]; LAG];
-        let mut n = 0usize;
-        self.splitter.for_each_chunk(text, |chunk| {
-            let chunk = chunk.as_bytes();
-            self.vocab.prefetch(chunk);
-            let at = n % LAG;
-            if n >= LAG {
-                one(ring[at]);
-            }
-            ring[at] = chunk;
-            n += 1;
         })?;
-        for k in n.saturating_sub(LAG)..n {
-            one(ring[k % LAG]);
-        }
         err.map_or(Ok(()), Err)
     }
 
