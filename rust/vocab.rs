@@ -30,12 +30,23 @@ pub(crate) const NONE: Rank = Rank::MAX;
 ///     length; a `u64` up to 7 bytes, else a `u128`), so a look-up is one
 ///     multiply-hash and one probe with the key inline;
 ///   * longer tokens (under 1% of a vocabulary, and rarely looked up) keep a
-///     byte-string map.
+///     byte-string map;
+///   * tokens of exactly 3, 4 and 8 bytes have a map each, keyed by just
+///     their bytes (a `u32`, a `u32`, a `u64`): an entry of 8 bytes instead
+///     of 16 (3-4 bytes) or 16 instead of 32 (8 bytes). The 3- and 4-byte
+///     tokens (" the", " and", " of") are the chunks looked up most, and
+///     their maps (~400 KiB for cl100k, where the one map of 3..=7-byte
+///     tokens was 2 MiB) stay in the CPU's L2 cache.
 /// This made the merge part of encoding about 2× faster than one map.
 pub struct Vocab {
     pub(crate) byte: [Rank; 256],
     pair: Box<[Rank]>,
+    three: FxHashMap<u32, Rank>,
+    four: FxHashMap<u32, Rank>,
+    /// Tokens of 5..=7 bytes, by `pack_small`.
     small: FxHashMap<u64, Rank>,
+    eight: FxHashMap<u64, Rank>,
+    /// Tokens of 9..=15 bytes, by `pack`.
     short: FxHashMap<u128, Rank>,
     long: FxHashMap<Box<[u8]>, Rank>,
 }
@@ -46,7 +57,10 @@ impl Default for Vocab {
         Vocab {
             byte: [NONE; 256],
             pair: vec![NONE; 1 << 16].into_boxed_slice(),
+            three: FxHashMap::default(),
+            four: FxHashMap::default(),
             small: FxHashMap::default(),
+            eight: FxHashMap::default(),
             short: FxHashMap::default(),
             long: FxHashMap::default(),
         }
@@ -89,6 +103,24 @@ pub(crate) fn pack_small(b: &[u8]) -> u64 {
     let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap()) as u64;
     let lo = if n >= 4 { u32_at(0) | u32_at(n - 4) << (8 * (n - 4)) } else { u16_at(0) | (b[2] as u64) << 16 };
     lo | (n as u64) << 56
+}
+
+/// Three bytes as a `u32`, little-endian (the key of a 3-byte token).
+#[inline(always)]
+fn u24_at(b: &[u8]) -> u32 {
+    u16::from_le_bytes([b[0], b[1]]) as u32 | (b[2] as u32) << 16
+}
+
+/// Four bytes as a `u32`, little-endian (the key of a 4-byte token).
+#[inline(always)]
+fn u32_at(b: &[u8]) -> u32 {
+    u32::from_le_bytes(b[..4].try_into().unwrap())
+}
+
+/// Eight bytes as a `u64`, little-endian (the key of an 8-byte token).
+#[inline(always)]
+fn u64_at(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b[..8].try_into().unwrap())
 }
 
 /// The bytes `pack` packed.
@@ -141,10 +173,19 @@ impl Vocab {
             0 => {}
             1 => self.byte[bytes[0] as usize] = r,
             2 => self.pair[(bytes[0] as usize) << 8 | bytes[1] as usize] = r,
-            3..=7 => {
+            3 => {
+                self.three.insert(u24_at(bytes), r);
+            }
+            4 => {
+                self.four.insert(u32_at(bytes), r);
+            }
+            5..=7 => {
                 self.small.insert(pack_small(bytes), r);
             }
-            8..=15 => {
+            8 => {
+                self.eight.insert(u64_at(bytes), r);
+            }
+            9..=15 => {
                 self.short.insert(pack(bytes), r);
             }
             _ => {
@@ -175,8 +216,11 @@ impl Vocab {
             0 => NONE,
             1 => self.byte[b[0] as usize],
             2 => self.pair_rank(b[0], b[1]),
-            3..=7 => self.small.get(&pack_small(b)).copied().unwrap_or(NONE),
-            8..=15 => self.short.get(&pack(b)).copied().unwrap_or(NONE),
+            3 => self.three.get(&u24_at(b)).copied().unwrap_or(NONE),
+            4 => self.four.get(&u32_at(b)).copied().unwrap_or(NONE),
+            5..=7 => self.small.get(&pack_small(b)).copied().unwrap_or(NONE),
+            8 => self.eight.get(&u64_at(b)).copied().unwrap_or(NONE),
+            9..=15 => self.short.get(&pack(b)).copied().unwrap_or(NONE),
             _ => self.long.get(b).copied().unwrap_or(NONE),
         }
     }
@@ -203,6 +247,42 @@ impl Vocab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `get` answers as one map of byte strings does, for tokens of every
+    /// length (each length range has its own map and key) and for strings
+    /// that are not tokens: ones that differ from a token in one byte, or
+    /// only by trailing zero bytes (which a key without the length could
+    /// confuse).
+    #[test]
+    fn get_agrees_with_a_byte_string_map() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut ranks: FxHashMap<Vec<u8>, Rank> = FxHashMap::default();
+        for r in 0..20_000u32 {
+            let n = 1 + (next() % 20) as usize;
+            // Bytes from a small alphabet with 0 in it, so that strings
+            // share prefixes and end in zeros.
+            let t: Vec<u8> = (0..n).map(|_| [0u8, b'a', b'b', 0xff][(next() % 4) as usize]).collect();
+            ranks.insert(t, r);
+        }
+        let vocab = Vocab::new(&ranks);
+        for (t, &r) in &ranks {
+            assert_eq!(vocab.get(t), r, "{t:?}");
+            let mut longer = t.clone();
+            longer.push(0);
+            assert_eq!(vocab.get(&longer), ranks.get(&longer).copied().unwrap_or(NONE), "{longer:?}");
+            let mut other = t.clone();
+            let i = (next() % t.len() as u64) as usize;
+            other[i] ^= b'c';
+            assert_eq!(vocab.get(&other), ranks.get(&other).copied().unwrap_or(NONE), "{other:?}");
+            assert_eq!(vocab.get(&t[..t.len() - 1]), ranks.get(&t[..t.len() - 1]).copied().unwrap_or(NONE));
+        }
+    }
 
     #[test]
     fn pack_is_injective_and_matches_a_byte_copy() {

@@ -60,7 +60,10 @@ impl Memo {
     pub const MAX_CHUNKS: usize = 1 << 15;
     pub const MAX_IDS: usize = if cfg!(test) { 1 << 12 } else { 1 << 20 };
 
-    #[inline]
+    /// Always inlined: called once for each chunk that is not one token
+    /// (left to the compiler it was a call, 5-6% of `perf`'s samples on
+    /// English).
+    #[inline(always)]
     pub fn get(&self, chunk: &[u8]) -> Option<&[Rank]> {
         let found = if chunk.len() <= 15 { self.short.get(&pack(chunk)) } else { self.long.get(chunk) };
         let &(start, len) = found?;

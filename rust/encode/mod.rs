@@ -252,7 +252,12 @@ impl Encoder {
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
         let mut err = None;
-        self.splitter.for_each_chunk(text, |chunk| {
+        // Always inlined into the lexer's loop: left to the compiler, this
+        // was a call per chunk that saved and restored six registers.
+        self.splitter.for_each_chunk(
+            text,
+            #[inline(always)]
+            |chunk| {
             if err.is_some() {
                 return;
             }
@@ -269,7 +274,8 @@ impl Encoder {
                     Err(e) => err = Some(e),
                 }
             }
-        })?;
+        },
+        )?;
         err.map_or(Ok(()), Err)
     }
 
