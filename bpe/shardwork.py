@@ -13,7 +13,6 @@ ship it, run it again after a crash, and hand the result to another task.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -23,7 +22,7 @@ from pathlib import Path
 from bpe import _core
 from bpe.corpus import feed_texts
 from bpe.counts import Counts, capped_trainer, feed_capped
-from bpe.data import SHARDS_FORMAT
+from bpe.data import SHARDS_FORMAT, file_sha256
 from bpe.files import atomic_write_text, temp_path
 from bpe.shardplan import Shard
 from bpe.sources import SourceOptions
@@ -149,7 +148,7 @@ def encode_shard(tok, shard: Shard, out_dir: str, job: dict) -> dict:
         tokens = ids + (1 if lead and documents else 0)
         entry = {"file": shard_name(shard.index), **shard.key(), "bytes": shard.size, "documents": documents,
                  "tokens": tokens, "skipped": skipped, "lead_separator": bool(lead and documents),
-                 "sha256": _sha256(tmp)}
+                 "sha256": file_sha256(tmp)}
         os.replace(tmp, final)
         atomic_write_text(record_path(final), json.dumps({"format": SHARDS_FORMAT,
                                                           "tokenizer_sha256": job["tokenizer_sha256"],
@@ -163,14 +162,6 @@ def encode_shard(tok, shard: Shard, out_dir: str, job: dict) -> dict:
         except OSError:
             pass
         raise
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def done_entry(out_dir: str, shard: Shard, lead: bool, tokenizer_sha: str) -> dict | None:
@@ -188,7 +179,7 @@ def done_entry(out_dir: str, shard: Shard, lead: bool, tokenizer_sha: str) -> di
             or any(rec.get(k) != v for k, v in shard.key().items())
             or (rec.get("lead_separator") is True) != (lead and bool(rec.get("documents")) and shard.doc_start)):
         return None
-    if not os.path.isfile(final) or _sha256(final) != rec.get("sha256"):
+    if not os.path.isfile(final) or file_sha256(final) != rec.get("sha256"):
         return None
     rec.pop("format")
     rec.pop("tokenizer_sha256")
