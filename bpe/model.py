@@ -180,11 +180,8 @@ class GPT(nn.Module):
 
         ``temperature`` divides the logits (below 1: safer, above 1: wilder;
         0: always the most likely token); ``top_k`` samples only among the k
-        most likely tokens. Pass ``generator`` for reproducible samples."""
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        most likely tokens. Pass ``generator`` for reproducible samples.
+        (The arguments are checked by :meth:`sample_ids`, on its first step.)"""
         for next_id in self.sample_ids(idx, max_new_tokens, temperature, top_k, generator=generator):
             idx = torch.cat([idx, next_id.to(idx.device)], dim=1)  # (B, T + 1)
         return idx
