@@ -140,10 +140,8 @@ def cached(gb: float) -> dict | None:
 
 def build_in_child(gb: float, shared: Path, timeout: float) -> dict:
     """The corpus, generated (when it is not cached) in a child process:
-    the driver must stay small, because a child forked from it starts with
-    the driver's resident memory as its peak RSS (Linux carries it over
-    fork and exec), and generating holds the 253 MB of sources and every
-    record's place."""
+    generating holds the 253 MB of sources and every record's place, which
+    the driver need not keep."""
     man = cached(gb)
     if man is None:
         p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--build", f"{gb:g}", str(shared)],
@@ -325,39 +323,69 @@ def _dir_bytes(folder: str) -> int:
     return total
 
 
+# The measured command's parent: a small Python (no site, ~10 MB) that forks
+# and execs it, waits for it, and writes its wall time and rusage as JSON to
+# the file named first. Why not wait4 on a child of the driver: Linux starts
+# an exec'd child's ru_maxrss at the peak of the process it was forked (or
+# vforked) from, so a driver that once held 800 MB of pyarrow made every
+# child "peak" at 800 MB. Forked from this launcher, the child's peak starts
+# at the launcher's ~10 MB (checked: 800 MB driver, 50 MB child: 813 MB
+# direct, 63 MB through the launcher).
+LAUNCHER = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+with open(sys.argv[1], "w") as f:
+    json.dump({"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_kib": ru.ru_maxrss,
+               "exit": os.waitstatus_to_exitcode(status)}, f)
+"""
+
+
 def run_child(cmd: list[str], timeout: float, cwd: str | None = None, tmpdir: str | None = None) -> dict:
-    """Runs ``cmd`` as a fresh process: wall time from start to exit, CPU
-    time and peak RSS (ru_maxrss) of that process from ``os.wait4``, and
-    the JSON line it printed after RESULT_PREFIX, if any. With ``tmpdir``
-    (a new empty folder), the child's TMPDIR: the most bytes seen in it
-    while it ran (polled every 50 ms) are ``tmp_max_mb`` (spilled counts)."""
+    """Runs ``cmd`` as a fresh process, through ``LAUNCHER``: its wall time
+    from fork to exit, its CPU time and its own peak RSS (``ru_maxrss`` from
+    ``os.wait4`` in the launcher), and the JSON line it printed after
+    RESULT_PREFIX, if any. With ``tmpdir`` (a new empty folder), the child's
+    TMPDIR: the most bytes seen in it while it ran (polled every 50 ms) are
+    ``tmp_max_mb`` (spilled counts)."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # the installed bpe, never the source folder
     if tmpdir:
         env["TMPDIR"] = tmpdir
     tmp_max = 0
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(suffix=".json") as report:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, env=env)
-        status = ru = None
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
+        # A session of its own, so that a timeout kills the command with its launcher.
+        p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, report.name, *cmd], stdout=out, stderr=err,
+                             cwd=cwd, env=env, start_new_session=True)
+        while p.poll() is None:
             if tmpdir:
                 tmp_max = max(tmp_max, _dir_bytes(tmpdir))
             if time.perf_counter() - t0 > timeout:
-                p.kill()
-                os.wait4(p.pid, 0)
+                os.killpg(p.pid, 9)
+                p.wait()
                 return {"status": "timeout", "error": f"timed out after {timeout:.0f} s"}
             time.sleep(0.05)
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode("utf-8", "replace")
         stderr = err.read().decode("utf-8", "replace")
-    r = {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024}
+        try:
+            ru = json.loads(Path(report.name).read_text())
+        except ValueError:
+            return {"status": "error", "error": f"the launcher failed (exit status {p.returncode}): "
+                                                f"{' | '.join(stderr.strip().splitlines()[-3:])}"[:500]}
+    wall = ru["wall_s"]
+    p.returncode = ru["exit"]
+    r = {"wall_s": wall, "cpu_s": ru["cpu_s"], "peak_rss_mb": ru["maxrss_kib"] / 1024}
     r["cores"] = r["cpu_s"] / wall if wall > 0 else None
     r["stderr_tail"] = stderr.strip().splitlines()[-3:]
     if tmpdir:
@@ -504,8 +532,8 @@ def shards_section(args, shared: Path, results: dict, log=print, folder: Path | 
             log("  no pyarrow/zstandard here: the Parquet row is skipped")
         size = {"gb": gb, "manifest": {k: v for k, v in man.items() if k not in ("files",)}, "rows": [],
                 "driver_rss_mb": driver_rss_mb()}
-        log(f"  driver process: {size['driver_rss_mb'].get('VmRSS', 0):.0f} MB resident (a child's peak RSS "
-            f"starts from this)", flush=True)
+        log(f"  driver process: {size['driver_rss_mb'].get('VmRSS', 0):.0f} MB resident (the children are "
+            f"started from a small launcher, so their peaks do not include it)", flush=True)
         sec["sizes"].append(size)
         with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp:
             out = Path(tmp)
@@ -682,10 +710,9 @@ def report(results: dict) -> str:
                   f"text {man['text_bytes'] / MB:,.0f} MB (" + ", ".join(
                       f"{k} {v / MB:,.0f}" for k, v in man["by_source"].items()) + f" MB); "
                   f"{man['shards']} shards, {man['zst_bytes'] / MB:,.0f} MB of zstd; all.txt "
-                  f"{man['txt_bytes'] / MB:,.0f} MB. The driver held "
-                  f"{size.get('driver_rss_mb', {}).get('VmRSS', 0):.0f} MB when it started the children (no peak "
-                  "below can be smaller: Linux gives a child the resident memory it was forked with as its "
-                  "starting peak).", ""]
+                  f"{man['txt_bytes'] / MB:,.0f} MB. Each command runs under a small launcher (`LAUNCHER`), "
+                  "so its peak RSS is its own, not the driver's "
+                  f"({size.get('driver_rss_mb', {}).get('VmRSS', 0):.0f} MB when it started them).", ""]
         rows = []
         for r in size["rows"]:
             who = {"bpe": "**bpe (us)**", "hf": "HF tokenizers `train_from_iterator`",
