@@ -258,6 +258,28 @@ def test_a_tiny_max_memory_counts_and_trains_exactly(tmp_path, spill_dir, monkey
     assert not list(spill_dir.iterdir())
 
 
+def test_parquet_under_a_tiny_max_memory_counts_exactly(tmp_path, spill_dir):
+    """Arrow batches are counted by threads that hand their maps to the
+    total as they go (`count_documents_into`): under a cap they spill, and
+    the counts are those of the same records as texts, uncapped."""
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'bpe[data]')")
+    pq = pytest.importorskip("pyarrow.parquet")
+    records = [p.read_text(encoding="utf-8") for p in CORPUS_FILES]
+    records = [r[i:i + 7000] for r in records for i in range(0, len(r), 7000)]
+    path = tmp_path / "records.parquet"
+    pq.write_table(pa.table({"text": records}), path, row_group_size=50)
+    bpe.count(records).save(tmp_path / "texts.bpec")
+    for cap in (None, 1, "200K"):
+        counts = bpe.count([path], max_memory=cap)
+        if cap is not None:
+            assert list(spill_dir.iterdir()), "something was spilled"
+        counts.save(tmp_path / "parquet.bpec")
+        assert (tmp_path / "parquet.bpec").read_bytes() == (tmp_path / "texts.bpec").read_bytes(), cap
+        del counts
+        gc.collect()
+    assert not list(spill_dir.iterdir())
+
+
 def test_spill_files_are_removed_after_an_error_or_ctrl_c(tmp_path, spill_dir, monkeypatch):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(CORPUS_FILES[0].read_bytes() + b"\xff")
