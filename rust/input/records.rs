@@ -118,6 +118,28 @@ impl<'a, R: BufRead> Records<'a, R> {
         }
         let mut batch = Batch { text: buffer, ..Batch::default() };
         while batch.text.len() < batch_bytes {
+            // A line wholly in the reader's buffer (nearly all of them) is
+            // read where it lies, not copied into `line_buf` first.
+            let buf = match self.input.fill_buf() {
+                Ok(buf) => buf,
+                Err(_) if self.skip_bad => {
+                    self.skipped += 1;
+                    self.done = true;
+                    break;
+                }
+                Err(e) => return Err(self.cannot_read(&e)),
+            };
+            if let Some(k) = memchr::memchr(b'\n', buf).filter(|&k| k < self.max_record) {
+                self.line += 1;
+                let at = self.offset;
+                self.offset += k as u64 + 1;
+                let added = add_record(&buf[..k], self.field, self.line, &mut batch);
+                self.input.consume(k + 1);
+                if let Err(why) = added {
+                    self.bad_record(at, why)?;
+                }
+                continue;
+            }
             self.line_buf.clear();
             // At most one byte past the cap is read: enough to know the line is too long.
             let read = (&mut self.input).take(self.max_record as u64 + 1).read_until(b'\n', &mut self.line_buf);
@@ -131,15 +153,7 @@ impl<'a, R: BufRead> Records<'a, R> {
                     self.done = true;
                     break;
                 }
-                Err(e) => {
-                    return Err(format!(
-                        "cannot read {} after line {} (byte offset {} of its data): {e}; pass --skip-bad \
-                         (skip_bad=True) to keep the records before it",
-                        name(self.path),
-                        self.line,
-                        self.offset
-                    ))
-                }
+                Err(e) => return Err(self.cannot_read(&e)),
             };
             if n == 0 {
                 self.done = true;
@@ -164,31 +178,36 @@ impl<'a, R: BufRead> Records<'a, R> {
                 self.skipped += 1;
                 continue;
             }
-            let line = trim_line_end(&self.line_buf);
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue; // blank lines (a trailing one above all) hold no record
-            }
-            let before = batch.text.len();
-            match field_text(line, self.field, &mut batch.text) {
-                Ok(()) => {
-                    batch.ends.push(batch.text.len());
-                    batch.lines.push(self.line);
-                }
-                Err(why) => {
-                    batch.text.truncate(before);
-                    if !self.skip_bad {
-                        return Err(format!(
-                            "{}: line {} (byte offset {at}): {why}; fix the record, or pass --skip-bad \
-                             (skip_bad=True) to skip bad records and count them",
-                            name(self.path),
-                            self.line
-                        ));
-                    }
-                    self.skipped += 1;
-                }
+            if let Err(why) = add_record(&self.line_buf, self.field, self.line, &mut batch) {
+                self.bad_record(at, why)?;
             }
         }
         Ok(if batch.is_empty() && self.done { None } else { Some(batch) })
+    }
+
+    fn cannot_read(&self, e: &std::io::Error) -> String {
+        format!(
+            "cannot read {} after line {} (byte offset {} of its data): {e}; pass --skip-bad \
+             (skip_bad=True) to keep the records before it",
+            name(self.path),
+            self.line,
+            self.offset
+        )
+    }
+
+    /// The record of the current line, at byte offset `at`, is bad for
+    /// reason `why`: an error, or with `skip_bad` one more skipped.
+    fn bad_record(&mut self, at: u64, why: String) -> Result<(), String> {
+        if !self.skip_bad {
+            return Err(format!(
+                "{}: line {} (byte offset {at}): {why}; fix the record, or pass --skip-bad \
+                 (skip_bad=True) to skip bad records and count them",
+                name(self.path),
+                self.line
+            ));
+        }
+        self.skipped += 1;
+        Ok(())
     }
 }
 
@@ -273,6 +292,28 @@ fn skip_line(input: &mut impl BufRead) -> std::io::Result<u64> {
         skipped += n as u64;
         if found {
             return Ok(skipped);
+        }
+    }
+}
+
+/// Adds the record of `line` (line number `line_no`, with or without its
+/// line end) to `batch`; a blank line holds none. On a bad record, says
+/// why and leaves `batch` as it was.
+fn add_record(line: &[u8], field: &[String], line_no: u64, batch: &mut Batch) -> Result<(), String> {
+    let line = trim_line_end(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(()); // blank lines (a trailing one above all) hold no record
+    }
+    let before = batch.text.len();
+    match field_text(line, field, &mut batch.text) {
+        Ok(()) => {
+            batch.ends.push(batch.text.len());
+            batch.lines.push(line_no);
+            Ok(())
+        }
+        Err(why) => {
+            batch.text.truncate(before);
+            Err(why)
         }
     }
 }
