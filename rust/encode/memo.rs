@@ -49,6 +49,31 @@ pub struct Memo {
     ids: Vec<Rank>,
     /// The bytes of the long keys.
     long_bytes: usize,
+    /// The front table: chunk of 3..=15 bytes (by `pack`) -> its ids (at
+    /// most `FRONT_IDS`), for tokens and merged chunks alike, so that a
+    /// chunk seen lately costs one probe in this table (512 KiB, which
+    /// stays in the CPU's L2 cache) instead of one into the vocabulary's
+    /// maps, and for a merged chunk a second into `short`. It takes tokens
+    /// and chunks found in the memo, not a chunk merged for the first time
+    /// (most of those never recur). Direct-mapped: a chunk takes its slot
+    /// from the one before, so the table needs no clearing, its size is
+    /// fixed, and the memo's starting afresh leaves it as it is (its ids are
+    /// still right). Empty until `ready`. (`Encoder::encode_with_front`.)
+    front: Vec<Front>,
+}
+
+/// How many ids a front slot holds.
+const FRONT_IDS: usize = 3;
+/// The front table has `1 << FRONT_BITS` slots of 32 bytes.
+const FRONT_BITS: u32 = 14;
+
+/// A slot of the front table: key 0 (the packing of no bytes) is empty.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Front {
+    key: u128,
+    ids: [Rank; FRONT_IDS],
+    n: u32,
 }
 
 impl Memo {
@@ -68,6 +93,48 @@ impl Memo {
         let found = if chunk.len() <= 15 { self.short.get(&pack(chunk)) } else { self.long.get(chunk) };
         let &(start, len) = found?;
         Some(&self.ids[start as usize..(start + len) as usize])
+    }
+
+    /// Whether `ready` made the front table.
+    #[inline]
+    pub fn has_front(&self) -> bool {
+        !self.front.is_empty()
+    }
+
+    /// Makes the front table (once per memo: 512 KiB of zeros).
+    #[inline]
+    pub fn ready(&mut self) {
+        if self.front.is_empty() {
+            self.front = vec![Front::default(); 1 << FRONT_BITS];
+        }
+    }
+
+    /// The front slot of `key` (a `pack`ed chunk of 3..=15 bytes).
+    #[inline(always)]
+    pub fn front_slot(key: u128) -> usize {
+        let (lo, hi) = (key as u64, (key >> 64) as u64);
+        let h = (lo ^ hi.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xf135_7aea_2e62_a9c5);
+        (h >> (64 - FRONT_BITS)) as usize
+    }
+
+    /// The ids in slot `slot` if it holds `key` (`ready` made the table).
+    #[inline(always)]
+    pub fn front_get(&self, slot: usize, key: u128) -> Option<&[Rank]> {
+        let f = &self.front[slot];
+        if f.key == key {
+            Some(&f.ids[..f.n as usize])
+        } else {
+            None
+        }
+    }
+
+    /// Puts `key` -> `ids` in slot `slot` if they fit.
+    #[inline(always)]
+    pub fn front_put(&mut self, slot: usize, key: u128, ids: &[Rank]) {
+        if ids.len() <= FRONT_IDS {
+            let id = |k: usize| ids.get(k).copied().unwrap_or(0);
+            self.front[slot] = Front { key, ids: [id(0), id(1), id(2)], n: ids.len() as u32 };
+        }
     }
 
     #[inline]
@@ -102,9 +169,13 @@ impl Memo {
 
     /// Its memory, roughly: the tables' buckets (key, value and control
     /// byte; a long key's box header too), the long keys' bytes, the ids'
-    /// buffer.
+    /// buffer, the front table.
     pub fn bytes(&self) -> usize {
-        self.short.capacity() * 25 + self.long.capacity() * 41 + self.long_bytes + self.ids.capacity() * 4
+        self.short.capacity() * 25
+            + self.long.capacity() * 41
+            + self.long_bytes
+            + self.ids.capacity() * 4
+            + self.front.len() * std::mem::size_of::<Front>()
     }
 }
 
@@ -161,7 +232,7 @@ impl MemoPool {
     /// free; else drops it.
     pub fn give_back(&self, memo: Memo) {
         let capacity = self.capacity.load(Relaxed);
-        if memo.is_empty() || capacity == 0 {
+        if (memo.is_empty() && !memo.has_front()) || capacity == 0 {
             return;
         }
         let Ok(mut memos) = self.memos.try_lock() else { return };
