@@ -58,7 +58,7 @@ pub struct Memo {
     /// (most of those never recur). Direct-mapped: a chunk takes its slot
     /// from the one before, so the table needs no clearing, its size is
     /// fixed, and the memo's starting afresh leaves it as it is (its ids are
-    /// still right). Empty until `ready`. (`Encoder::encode_with_front`.)
+    /// still right). Empty until `ready`. (`front.rs`, `Encoder::encode_with_front`.)
     front: Vec<Front>,
 }
 

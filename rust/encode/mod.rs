@@ -25,9 +25,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::chars::Chars;
 use crate::pairs::Pairs;
 use crate::pretokenize::Splitter;
-use crate::vocab::{pack, Rank, Vocab, MAX_ID, NONE};
+use crate::vocab::{Rank, Vocab, MAX_ID, NONE};
 
 mod extra;
+mod front;
 mod memo;
 mod merge;
 
@@ -45,30 +46,6 @@ use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
 pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
     Vec::with_capacity(bytes / 3)
 }
-
-/// `pack(chunk)` for a `chunk` of 1..=15 bytes of `text`, with one load of
-/// the 16 bytes of `text` from where it starts (masked to its length)
-/// instead of `pack`'s branches on the length; `pack` itself near the end of
-/// `text`.
-#[inline(always)]
-fn key_at(text: &[u8], chunk: &[u8]) -> u128 {
-    let n = chunk.len();
-    debug_assert!((1..=15).contains(&n));
-    let at = (chunk.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-    let key = match text.get(at..at.wrapping_add(16)) {
-        Some(wide) => {
-            let wide = u128::from_le_bytes(wide.try_into().unwrap());
-            wide & (u128::MAX >> (128 - 8 * n)) | (n as u128) << 120
-        }
-        None => pack(chunk),
-    };
-    debug_assert_eq!(key, pack(chunk));
-    key
-}
-
-/// Texts this long (bytes) get the memo's front table (see
-/// `Encoder::encode_ordinary_into`).
-const FRONT_TEXT: usize = 1 << 16;
 
 pub struct Encoder {
     /// Ordinary token bytes -> id.
@@ -267,112 +244,6 @@ impl Encoder {
         Ok(out)
     }
 
-    /// [`Encoder::encode_ordinary`], appending to `out` and remembering in
-    /// `memo` the chunks that took merging (and, in its front table, the
-    /// chunks of 3 to 15 bytes seen lately).
-    ///
-    /// A text of fewer than `FRONT_TEXT` bytes with a memo that has no front
-    /// table yet is encoded without one: making it (512 KiB) would cost more
-    /// than it saves, and a memo that is not pooled (cache off) would make
-    /// one for each call.
-    fn encode_ordinary_into(
-        &self,
-        text: &str,
-        memo: &mut Memo,
-        out: &mut Vec<Rank>,
-    ) -> Result<(), String> {
-        if memo.has_front() || text.len() >= FRONT_TEXT {
-            memo.ready();
-            self.encode_with_front(text, memo, out)
-        } else {
-            self.encode_without_front(text, memo, out)
-        }
-    }
-
-    /// The ids of a chunk that is not in the memo's front table: the
-    /// vocabulary, else the memo, else merging (remembered in the memo).
-    /// Returns whether it was a token or in the memo (then it goes in the
-    /// front table too).
-    #[inline(always)]
-    fn encode_unseen(&self, chunk: &[u8], memo: &mut Memo, out: &mut Vec<Rank>) -> Result<bool, String> {
-        let whole = self.vocab.get(chunk);
-        if whole != NONE {
-            out.push(whole);
-        } else if let Some(ids) = memo.get(chunk) {
-            out.extend_from_slice(ids);
-        } else {
-            let start = out.len();
-            self.merge_chunk(chunk, out)?;
-            memo.insert(chunk, &out[start..]);
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    /// [`Encoder::encode_ordinary_into`] with the memo's front table (made):
-    /// a chunk of 3 to 15 bytes seen lately costs one probe in it, token or
-    /// merged chunk alike, and its key one masked load (`key_at`) instead of
-    /// `pack`'s branches on the length. Chunks of 1-2 bytes keep the
-    /// vocabulary's flat tables, which cost less than a probe.
-    fn encode_with_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
-        let mut err = None;
-        let bytes = text.as_bytes();
-        // Always inlined into the lexer's loop: left to the compiler, this
-        // was a call per chunk that saved and restored six registers.
-        self.splitter.for_each_chunk(
-            text,
-            #[inline(always)]
-            |chunk| {
-                if err.is_some() {
-                    return;
-                }
-                let chunk = chunk.as_bytes();
-                let done = if (3..=15).contains(&chunk.len()) {
-                    let key = key_at(bytes, chunk);
-                    let slot = Memo::front_slot(key);
-                    if let Some(ids) = memo.front_get(slot, key) {
-                        if let [id] = ids {
-                            out.push(*id);
-                        } else {
-                            out.extend_from_slice(ids);
-                        }
-                        return;
-                    }
-                    let start = out.len();
-                    let done = self.encode_unseen(chunk, memo, out);
-                    if done == Ok(true) {
-                        memo.front_put(slot, key, &out[start..]);
-                    }
-                    done
-                } else {
-                    self.encode_unseen(chunk, memo, out)
-                };
-                if let Err(e) = done {
-                    err = Some(e);
-                }
-            },
-        )?;
-        err.map_or(Ok(()), Err)
-    }
-
-    /// [`Encoder::encode_ordinary_into`] without the front table.
-    fn encode_without_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
-        let mut err = None;
-        self.splitter.for_each_chunk(
-            text,
-            #[inline(always)]
-            |chunk| {
-                if err.is_some() {
-                    return;
-                }
-                if let Err(e) = self.encode_unseen(chunk.as_bytes(), memo, out) {
-                    err = Some(e);
-                }
-            },
-        )?;
-        err.map_or(Ok(()), Err)
-    }
-
     /// Encodes text, turning the special tokens in `allowed` into their ids;
     /// any other special token text is encoded as ordinary text. (Refusing
     /// disallowed special tokens is the caller's policy: see `find_special`.)
@@ -541,7 +412,7 @@ impl Decoder {
 mod tests {
     use super::*;
     use crate::patterns::GPT4_PATTERN;
-    use crate::vocab::{byte_ranks, pack};
+    use crate::vocab::byte_ranks;
 
     #[test]
     fn textbook_example() {
@@ -611,66 +482,6 @@ mod tests {
         // the words after it are in it.
         assert!(memo.len() < 10 && memo.get(b" then").is_some());
         assert!(memo.get(b" anthemanthemanthem").is_some() && memo.get(b" anthemanthemanthe").is_none());
-    }
-
-    /// `key_at` packs a chunk as `pack` does, wherever it lies in the text
-    /// (the last 15 bytes, where no 16-byte load fits, included).
-    #[test]
-    fn key_at_is_pack() {
-        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(73).wrapping_add(5)).collect();
-        for start in 0..text.len() {
-            for n in 1..=15.min(text.len() - start) {
-                let chunk = &text[start..start + n];
-                assert_eq!(key_at(&text, chunk), pack(chunk), "{start}+{n}");
-            }
-        }
-    }
-
-    /// The memo's front table changes no id: a text of 60k distinct words
-    /// (so that chunks take each other's slots) encodes with it as without
-    /// it, twice with the same memo (the second time from a full table), and
-    /// as chunk by chunk; chunks of 1 to 3 ids, of more, and of more than 15
-    /// bytes alike.
-    #[test]
-    fn front_table_is_invisible() {
-        let ranks = byte_ranks(&["th", "the", "he", "en", "an", "ant", " t", " th", " the", "em", "é", " é"]);
-        let enc = Encoder::new(ranks, FxHashMap::default(), GPT4_PATTERN).unwrap();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let letters = ["t", "h", "e", "n", "a", "m", "é", "1", "\n", "."];
-        let mut text = String::new();
-        for _ in 0..60_000 {
-            text.push(' ');
-            for _ in 0..1 + next() % 18 {
-                text.push_str(letters[(next() % letters.len() as u64) as usize]);
-            }
-        }
-        let mut plain = vec![];
-        enc.encode_without_front(&text, &mut Memo::default(), &mut plain).unwrap();
-        let mut chunk_by_chunk = vec![];
-        enc.splitter.for_each_chunk(&text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
-        assert_eq!(plain, chunk_by_chunk);
-        let mut memo = Memo::default();
-        memo.ready();
-        for round in 0..2 {
-            let mut ids = vec![];
-            enc.encode_with_front(&text, &mut memo, &mut ids).unwrap();
-            assert!(ids == plain, "round {round}");
-        }
-        assert!(memo.has_front());
-        // Short texts, with and without a front table made.
-        for t in [&text[..1000], " the", "é", ""] {
-            assert_eq!(enc.encode_ordinary(t).unwrap(), enc.encode_ordinary(t).unwrap());
-            let (mut a, mut b) = (vec![], vec![]);
-            enc.encode_with_front(t, &mut memo, &mut a).unwrap();
-            enc.encode_without_front(t, &mut Memo::default(), &mut b).unwrap();
-            assert_eq!(a, b, "{t:?}");
-        }
     }
 
     /// The chunk cache changes no id: on, off, too small to keep a memo,
