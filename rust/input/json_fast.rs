@@ -63,6 +63,20 @@ impl<'a> Parser<'a, '_> {
         }
     }
 
+    /// After an entry of an object or array that ends with `close`: true
+    /// at a `,` (another entry follows), false at `close` (eaten both).
+    #[inline]
+    fn more(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let c = self.peek()?;
+        if c == b',' || c == close {
+            self.at += 1;
+            Some(c == b',')
+        } else {
+            None
+        }
+    }
+
     /// An object (after white space), following the entry named `path[0]`
     /// (the first such entry, as the slow path does) and skipping the rest.
     fn object_field(&mut self, path: &[String], depth: usize) -> Step {
@@ -90,14 +104,8 @@ impl<'a> Parser<'a, '_> {
             } else {
                 self.value(depth + 1)?;
             }
-            self.ws();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return found.then_some(());
-                }
-                _ => return None,
+            if !self.more(b'}')? {
+                return found.then_some(());
             }
         }
     }
@@ -139,14 +147,8 @@ impl<'a> Parser<'a, '_> {
                     self.eat(b':')?;
                     self.ws();
                     self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => self.at += 1,
-                        b'}' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if !self.more(b'}')? {
+                        return Some(());
                     }
                 }
             }
@@ -159,14 +161,8 @@ impl<'a> Parser<'a, '_> {
                 loop {
                     self.ws();
                     self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => self.at += 1,
-                        b']' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if !self.more(b']')? {
+                        return Some(());
                     }
                 }
             }
