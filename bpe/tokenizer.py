@@ -429,12 +429,7 @@ class Tokenizer(Interop, Pretrained, Budgets, BulkEncoding, Measuring, Dropout, 
                 raise disallowed_error(ids)
             return ids
         _check_text(text)
-        allowed = self._allowed(allowed_special)
-        self._check_disallowed(text, allowed, disallowed_special)
-        try:
-            return self._core.encode(text, list(allowed))
-        except UnicodeEncodeError:
-            return self._core.encode(replace_surrogates(text), list(allowed))
+        return self._encode_checked(self._core.encode, text, allowed_special, disallowed_special)
 
     def encode_to_numpy(
         self,
@@ -459,14 +454,23 @@ class Tokenizer(Interop, Pretrained, Budgets, BulkEncoding, Measuring, Dropout, 
             return np.frombuffer(self._encode_parallel(text, allowed_special, disallowed_special, num_threads, 4),
                                  dtype="<u4")
         _check_text(text)
-        allowed = self._allowed(allowed_special)
-        self._check_disallowed(text, allowed, disallowed_special)
-        try:
-            raw = self._core.encode_u32(text, list(allowed))
-        except UnicodeEncodeError:
-            raw = self._core.encode_u32(replace_surrogates(text), list(allowed))
+        raw = self._encode_checked(self._core.encode_u32, text, allowed_special, disallowed_special)
         # A buffer over the ids the core wrote (no copy); the array keeps it alive.
         return np.frombuffer(raw, dtype="<u4")
+
+    def _encode_checked(self, core_encode, text: str, allowed_special, disallowed_special):
+        """``core_encode(text, allowed, disallowed)``: the core searches for
+        the disallowed special tokens and encodes in one call, with one UTF-8
+        of ``text``; it returns the token found (a str) instead of ids."""
+        allowed = self._allowed(allowed_special)
+        disallowed = sorted(self._disallowed(allowed, disallowed_special))
+        try:
+            out = core_encode(text, list(allowed), disallowed)
+        except UnicodeEncodeError:
+            out = core_encode(replace_surrogates(text), list(allowed), disallowed)
+        if type(out) is str:
+            raise disallowed_error(out)
+        return out
 
     def encode_batch(
         self,
@@ -498,12 +502,8 @@ class Tokenizer(Interop, Pretrained, Budgets, BulkEncoding, Measuring, Dropout, 
     def _encode_parallel(self, text, allowed_special, disallowed_special, num_threads, width):
         threads = _threads(num_threads)
         _check_text(text)
-        allowed = self._allowed(allowed_special)
-        self._check_disallowed(text, allowed, disallowed_special)
-        try:
-            return self._core.encode_parallel(text, list(allowed), threads, width)
-        except UnicodeEncodeError:
-            return self._core.encode_parallel(replace_surrogates(text), list(allowed), threads, width)
+        return self._encode_checked(lambda t, a, d: self._core.encode_parallel(t, a, d, threads, width),
+                                    text, allowed_special, disallowed_special)
 
     def _allowed(self, allowed_special) -> set[str]:
         if allowed_special == "all":

@@ -185,7 +185,7 @@ def test_numpy_ids_are_lent_without_a_copy(tok):
     assert a.dtype == np.uint32 and a.flags.writeable
     gc.collect()
     assert a.tolist() == tok.encode(text)
-    view = memoryview(tok._core.encode_u32("hello world", []))
+    view = memoryview(tok._core.encode_u32("hello world", [], []))
     assert (view.format, view.itemsize, view.tolist()) == ("I", 4, tok.encode("hello world"))
     a[0] = 7
     assert a[0] == 7

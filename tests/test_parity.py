@@ -227,6 +227,21 @@ def test_long_strings_of_every_kind(name, k):
     assert ours.encode(text, num_threads=2) == want
 
 
+@pytest.mark.parametrize("tail", ["é", "ÿé", "Ж", "日本", "€", "Жé€", "🙂", "a"])
+@pytest.mark.parametrize("body", ["é" * 5000, "ab ÿ" * 1500, "日本語 " * 1500, "Жизнь" * 1000, "x" * 4095 + "Ж"])
+def test_the_core_utf8_at_exact_length(body, tail):
+    """The core makes the UTF-8 of a long latin-1 or UCS-2 str in a buffer of
+    exactly its length (rust/py/text.rs): texts made only of 2- and 3-byte
+    characters, and texts that end in one, encode to the ids of their
+    UTF-8 (tiktoken's) and decode back to themselves."""
+    ours, theirs = pair("cl100k_base")
+    text = body + tail
+    want = theirs.encode_ordinary(text)
+    assert ours.encode_ordinary(text) == want
+    assert ours.encode_to_numpy(text).tolist() == want
+    assert ours.decode(want) == text
+
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_the_core_makes_the_utf8(k):
     """For a surrogate-free non-ASCII str the core converts the text itself:

@@ -81,6 +81,30 @@ impl CoreBPE {
 
     /// Encodes in pieces (checking for Ctrl-C between them), without the GIL
     /// for all but short texts.
+    /// The ids of `text` with `allowed` special tokens, or the leftmost of
+    /// `disallowed` in it. One UTF-8 of the text serves the search and the
+    /// encoding: made twice (a search call, then an encode call) it was a
+    /// tenth of `encode_to_numpy` on 10 MB of English (docs/performance.md,
+    /// "str to UTF-8").
+    fn checked_ids(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyString>,
+        allowed: Vec<String>,
+        disallowed: &[String],
+    ) -> PyResult<Result<Vec<Rank>, String>> {
+        let text = utf8(text)?;
+        let text = text.as_ref();
+        if !disallowed.is_empty() {
+            let search = || guard(|| Ok(self.enc.find_special(text, disallowed).map(String::from)));
+            let found = if text.len() < GIL_RELEASE_BYTES { search() } else { py.allow_threads(search) }?;
+            if let Some(found) = found {
+                return Ok(Err(found));
+            }
+        }
+        self.ids(py, text, &allowed_set(allowed)).map(Ok)
+    }
+
     fn ids(&self, py: Python<'_>, text: &str, allowed: &FxHashSet<String>) -> PyResult<Vec<Rank>> {
         let work = || guard(|| pieces::encode(&self.enc, text, allowed, check_interrupt));
         // Releasing and re-taking the GIL costs about as much as encoding 64
@@ -111,14 +135,21 @@ impl CoreBPE {
         self.list(py, &ids)
     }
 
+    /// `text` encoded with `allowed_special`, as a list; or, if it holds
+    /// one of `disallowed_special`, the leftmost such token (a `str`, for
+    /// Python to raise its error). The check and the encoding share one
+    /// UTF-8 of `text` (`checked_ids`).
     fn encode<'py>(
         &self,
         py: Python<'py>,
         text: &Bound<'py, PyString>,
         allowed_special: Vec<String>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let ids = self.ids(py, &utf8(text)?, &allowed_set(allowed_special))?;
-        self.list(py, &ids)
+        disallowed_special: Vec<String>,
+    ) -> PyResult<PyObject> {
+        Ok(match self.checked_ids(py, text, allowed_special, &disallowed_special)? {
+            Ok(ids) => self.list(py, &ids)?.into_any().unbind(),
+            Err(found) => found.into_pyobject(py)?.into_any().unbind(),
+        })
     }
 
     /// The default policy of `Tokenizer.encode` in one call: the ids of
@@ -136,9 +167,19 @@ impl CoreBPE {
     }
 
     /// `encode` as a buffer of little-endian u32 ids, for `numpy.frombuffer`:
-    /// no Python list at all, and no copy (`buffers.rs`).
-    fn encode_u32(&self, py: Python<'_>, text: &Bound<'_, PyString>, allowed_special: Vec<String>) -> PyResult<IdBuffer> {
-        Ok(IdBuffer::new(self.ids(py, &utf8(text)?, &allowed_set(allowed_special))?))
+    /// no Python list at all, and no copy (`buffers.rs`). (Or, as `encode`,
+    /// the disallowed special token found.)
+    fn encode_u32(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyString>,
+        allowed_special: Vec<String>,
+        disallowed_special: Vec<String>,
+    ) -> PyResult<PyObject> {
+        Ok(match self.checked_ids(py, text, allowed_special, &disallowed_special)? {
+            Ok(ids) => IdBuffer::new(ids).into_pyobject(py)?.into_any().unbind(),
+            Err(found) => found.into_pyobject(py)?.into_any().unbind(),
+        })
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (0: all cores).
@@ -195,13 +236,15 @@ impl CoreBPE {
 
     /// `encode` on `num_threads` threads (0: all cores) for one large text
     /// (see `pieces::encode_parallel`); as a list, or with `width` (2 or 4)
-    /// as a bytearray of ids of that width.
-    #[pyo3(signature = (text, allowed_special, num_threads, width=None))]
+    /// as a bytearray of ids of that width. (Or, as `encode`, the
+    /// disallowed special token found.)
+    #[pyo3(signature = (text, allowed_special, disallowed_special, num_threads, width=None))]
     fn encode_parallel<'py>(
         &self,
         py: Python<'py>,
         text: &Bound<'py, PyString>,
         allowed_special: Vec<String>,
+        disallowed_special: Vec<String>,
         num_threads: usize,
         width: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -209,8 +252,15 @@ impl CoreBPE {
         let text = text.as_ref();
         let allowed = allowed_set(allowed_special);
         let ids = py.allow_threads(|| {
-            guard(|| pieces::encode_parallel(&self.enc, text, &allowed, &*batch::thread_pool(num_threads)?))
+            guard(|| match self.enc.find_special(text, &disallowed_special) {
+                Some(found) => Ok(Err(found.to_string())),
+                None => pieces::encode_parallel(&self.enc, text, &allowed, &*batch::thread_pool(num_threads)?).map(Ok),
+            })
         })?;
+        let ids = match ids {
+            Ok(ids) => ids,
+            Err(found) => return Ok(found.into_pyobject(py)?.into_any()),
+        };
         match width {
             Some(w) => ids_array(py, ids, w),
             None => Ok(self.list(py, &ids)?.into_any()),

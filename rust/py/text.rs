@@ -106,32 +106,80 @@ pub(super) fn utf8_all<'a>(
         .collect()
 }
 
+/// (Exact length, as for `ucs2`.)
 fn latin1(units: &[u8]) -> String {
-    let mut out = vec![0u8; units.len() * 2];
-    let n = encoding_rs::mem::convert_latin1_to_utf8(units, &mut out);
-    out.truncate(n);
-    // SAFETY: encoding_rs wrote the UTF-8 of latin-1 text.
+    let high: usize = units.chunks(1 << 12).map(|b| b.iter().map(|&u| (u >> 7) as u32).sum::<u32>() as usize).sum();
+    let mut out = vec![0u8; units.len() + high];
+    let (read, written) = encoding_rs::mem::convert_latin1_to_utf8_partial(units, &mut out);
+    let mut at = written;
+    for &u in &units[read..] {
+        at += char::from(u).encode_utf8(&mut out[at..]).len();
+    }
+    assert_eq!(at, out.len(), "latin-1 to UTF-8: length");
+    // SAFETY: encoding_rs and the loop wrote the UTF-8 of latin-1 text.
     unsafe { String::from_utf8_unchecked(out) }
 }
 
 /// None if a surrogate is present (UCS-2 data never holds a valid pair:
 /// a str with characters past U+FFFF is UCS-4).
+///
+/// The output is allocated at its exact length, counted in the same pass
+/// that looks for surrogates: allocated for the worst case (3 bytes a
+/// unit), the zeroing of the buffer cost 4% of `encode_to_numpy` on 10 MB
+/// of English, and the string kept the slack.
 fn ucs2(units: &[u16]) -> Option<String> {
-    if units.iter().fold(false, |any, &u| any | (u & 0xF800 == 0xD800)) {
+    let (mut surrogates, mut len) = (false, units.len());
+    // In blocks, with 16-bit counters and masks rather than comparisons
+    // (SSE2 compares 16-bit lanes signed only), so that the loop is
+    // vectorised 8 units at a time: 2x faster than with u32 counters.
+    for block in units.chunks(1 << 12) {
+        let (mut s, mut n) = (0u16, 0u16);
+        for &u in block {
+            s |= (u & 0xF800 == 0xD800) as u16;
+            n += (u & 0xFF80 != 0) as u16 + (u & 0xF800 != 0) as u16;
+        }
+        surrogates |= s != 0;
+        len += n as usize;
+    }
+    if surrogates {
         return None;
     }
-    let mut out = vec![0u8; units.len() * 3];
-    let n = encoding_rs::mem::convert_utf16_to_utf8(units, &mut out);
-    out.truncate(n);
-    // SAFETY: encoding_rs wrote the UTF-8 of surrogate-free UTF-16.
+    let mut out = vec![0u8; len];
+    let (read, written) = encoding_rs::mem::convert_utf16_to_utf8_partial(units, &mut out);
+    // encoding_rs may stop a few units short of an exactly full buffer:
+    // the rest, one character at a time (no surrogates: each unit is one).
+    let mut at = written;
+    for &u in &units[read..] {
+        let c = char::from_u32(u as u32).expect("no surrogates");
+        at += c.encode_utf8(&mut out[at..]).len();
+    }
+    assert_eq!(at, len, "UCS-2 to UTF-8: length");
+    // SAFETY: encoding_rs wrote the UTF-8 of surrogate-free UTF-16, and
+    // the loop above the UTF-8 of the rest.
     Some(unsafe { String::from_utf8_unchecked(out) })
 }
 
 /// None if a surrogate is present.
+///
+/// One pass (a UCS-4 str is 4 bytes a character: a second pass to count
+/// the length first cost as much as the conversion), ASCII 16 characters
+/// at a time: 2x faster than a `char` at a time, which was 16% of
+/// `encode_to_numpy` on 10 MB of code (a UCS-4 str: it holds an emoji).
 fn ucs4(units: &[u32]) -> Option<String> {
-    let mut out = String::with_capacity(units.len() * 2);
-    for &u in units {
-        out.push(char::from_u32(u)?);
+    let mut out: Vec<u8> = Vec::with_capacity(units.len() + units.len() / 4 + 16);
+    let mut rest = units;
+    while !rest.is_empty() {
+        if let Some((block, after)) = rest.split_first_chunk::<16>() {
+            if block.iter().fold(0, |any, &u| any | u) < 0x80 {
+                out.extend(block.iter().map(|&u| u as u8));
+                rest = after;
+                continue;
+            }
+        }
+        let c = char::from_u32(rest[0])?;
+        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        rest = &rest[1..];
     }
-    Some(out)
+    // SAFETY: the UTF-8 of chars (ASCII bytes among them).
+    Some(unsafe { String::from_utf8_unchecked(out) })
 }
