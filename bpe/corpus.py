@@ -106,11 +106,17 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool, options: Source
         feed_texts(trainer, batch)
     if by_kind["text"]:
         trainer.feed_files(by_kind["text"], progress)
-    if by_kind["jsonl"]:
-        skipped = trainer.feed_records(by_kind["jsonl"], options.field_path, options.skip_bad, progress)
-        fed.skipped.update(zip(by_kind["jsonl"], skipped))
+    # Parquet files named so are read in Rust with the JSON Lines files (no
+    # pyarrow: rust/input/parquet.rs); others called Parquet (input_format)
+    # go through pyarrow.
+    named = [p for p in by_kind["parquet"] if p.lower().endswith(sources.PARQUET)]
+    records = by_kind["jsonl"] + named
+    if records:
+        skipped = trainer.feed_records(records, options.field_path, options.skip_bad, progress)
+        fed.skipped.update(zip(records, skipped))
     for path in by_kind["parquet"]:
-        fed.skipped[path] = _feed_arrow(trainer, path, path, options)
+        if path not in named:
+            fed.skipped[path] = _feed_arrow(trainer, path, path, options)
     return fed
 
 

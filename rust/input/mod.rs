@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
 
 mod json_fast;
+pub mod parquet;
 pub mod records;
 
 /// A byte range of a file: `start..end` (`end: None`: to the end of the file).

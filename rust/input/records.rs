@@ -211,8 +211,8 @@ impl<'a, R: BufRead> Records<'a, R> {
     }
 }
 
-/// Reads the records of `paths` (JSON Lines, compressed or not; `-` is
-/// stdin) in batches of about `batch_bytes` and hands them to `send` in
+/// Reads the records of `paths` (JSON Lines, compressed or not, `-` is
+/// stdin; or Parquet, `parquet.rs`) in batches of about `batch_bytes` and hands them to `send` in
 /// order, each filling a buffer from `buffer` (a spare one given back, or
 /// an empty one). `read` counts the bytes read from the files (compressed
 /// ones as stored), for progress. Returns the number of bad records skipped
@@ -230,6 +230,10 @@ pub fn read_batches(
 ) -> Result<Vec<u64>, String> {
     let mut skipped = vec![0; paths.len()];
     for (k, path) in paths.iter().enumerate() {
+        if super::parquet::is_parquet(path) {
+            skipped[k] = super::parquet::read_batches(path, k, field, skip_bad, batch_bytes, read, &mut buffer, &mut send)?;
+            continue;
+        }
         let input = std::io::BufReader::with_capacity(1 << 20, super::open_counted(path, read)?);
         let mut records = Records::new(input, path, field, skip_bad);
         while let Some(mut batch) = records.next_batch_in(batch_bytes, buffer())? {
