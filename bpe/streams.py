@@ -91,7 +91,7 @@ def encode_to_fd(
             ids = _core.encode_to_fd(tok._core, group, fd, core_fmt, *specials, separator, num_threads, width, at)
             done.ids += ids
             done.documents += [1] * len(group)
-        elif kind == "jsonl":
+        elif kind == "records":
             per_file, skipped = _core.encode_records_to_fd(
                 tok._core, group, options.field_path, options.skip_bad, fd, core_fmt, *specials, separator,
                 num_threads, width, at)
@@ -121,10 +121,14 @@ def encode_to_fd(
 
 
 def _groups(paths: Sequence[str], options: SourceOptions):
-    """Runs of consecutive paths read the same way, in order."""
+    """Runs of consecutive paths read the same way, in order: "text",
+    "records" (JSON Lines, and Parquet files named so: both read in Rust,
+    rust/input/records.rs and parquet.rs) or "parquet" (pyarrow)."""
     runs: list[tuple[str, list[str]]] = []
     for p in paths:
         k = sources.kind(p, options)
+        if k == "jsonl" or k == "parquet" and p.lower().endswith(sources.PARQUET):
+            k = "records"
         # Parquet files one by one: the separator between two of them is
         # written here, between calls, as between any two groups.
         if runs and runs[-1][0] == k and k != "parquet":

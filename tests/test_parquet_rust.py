@@ -150,3 +150,56 @@ def test_wrong_columns_and_broken_files_are_one_line_naming_the_file(records, tm
     for bad in [truncated, scrambled, tmp_path / "missing.parquet"]:
         assert error(bad).startswith(f"cannot read {bad} as Parquet: ")
     assert t.n_chunks() == 0  # nothing counted from a file that failed
+
+
+@pytest.mark.parametrize("fmt", ["ids", "numpy", "count"])
+def test_encoding_parquet_in_rust_writes_what_pyarrow_writes(records, tmp_path, fmt):
+    """`bpe encode` / `bpe info` (bpe/streams.py) read .parquet files in
+    Rust as records: the same ids, documents and separators as the pyarrow
+    path (`arrow_sources.encode_arrow_to_fd`) writes."""
+    import os
+
+    from bpe import streams
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = bpe.Tokenizer.train(records, 400, progress=False)
+    path = tmp_path / "c.parquet"
+    clean = [r for r in records if "<|endoftext|>" not in r]
+    pq.write_table(pa.table({"text": clean}), path, row_group_size=64)
+
+    def written(encode):
+        out = tmp_path / f"out-{encode.__name__}.{fmt}"
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            result = encode(fd)
+        finally:
+            os.close(fd)
+        return result, out.read_bytes()
+
+    def by_rust(fd):
+        monkey = A.pyarrow  # the Rust path never asks for pyarrow
+        A.pyarrow = lambda: pytest.fail("pyarrow was used")
+        try:
+            done = streams.encode_to_fd(tok, [str(path)], fd, fmt)
+        finally:
+            A.pyarrow = monkey
+        return done.documents, done.ids
+
+    def by_pyarrow(fd):
+        core_fmt = "binary" if fmt == "numpy" else fmt
+        width = streams._width(tok)
+        separator = tok.special_tokens.get("<|endoftext|>") if fmt == "numpy" else None
+        if fmt == "numpy":
+            os.write(fd, streams.npy_header(width, 0))
+        records_, ids, _ = A.encode_arrow_to_fd(tok, str(path), fd, core_fmt, separator=separator, width=width)
+        if fmt == "numpy":  # the header's count, as encode_to_fd writes it
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, streams.npy_header(width, ids))
+        return [records_], [ids]
+
+    (docs, ids), out = written(by_rust)
+    assert docs == [len(clean)]
+    assert ((docs, ids), out) == written(by_pyarrow)
+    if fmt == "ids":
+        assert out.decode().splitlines() == [" ".join(map(str, tok.encode(r))) for r in clean]

@@ -289,10 +289,12 @@ pub(super) fn encode_records_to_fd(
                 if !disallowed_special.is_empty() {
                     for (k, doc) in docs.iter().enumerate() {
                         if let Some(found) = enc.find_special(doc, &disallowed_special) {
+                            let path = &paths[batch.file];
                             return Err(format!(
-                                "{}: line {} holds the special token {found:?}; to encode such text as ordinary text \
+                                "{}: {} {} holds the special token {found:?}; to encode such text as ordinary text \
                                  pass --special-as-text (disallowed_special=()), as the special token --allow-special",
-                                input::name(&paths[batch.file]),
+                                input::name(path),
+                                if input::parquet::is_parquet(path) { "row" } else { "line" },
                                 batch.lines[k]
                             ));
                         }
