@@ -7,10 +7,10 @@ By the name, after a compression suffix (``.gz``, ``.zst``, ``.xz``,
 - ``.jsonl``, ``.ndjson``, ``.json``: JSON Lines, one document per record,
   its text in a field (``text_field``, default ``"text"``; ``a.b`` for a
   nested one), read in Rust (``rust/input/records.rs``);
-- ``.parquet`` (``.pq``, ``.parq``): a column of strings; for training and
-  counting read in Rust (``rust/input/parquet.rs``), for encoding with
-  pyarrow (the ``data`` extra) and handed to the core without a copy
-  (``bpe/arrow_sources.py``);
+- ``.parquet`` (``.pq``, ``.parq``): a column of strings, read in Rust
+  (``rust/input/parquet.rs``); a file called Parquet by ``input_format``
+  under another name is read with pyarrow (the ``data`` extra) and handed
+  to the core without a copy (``bpe/arrow_sources.py``);
 - anything else: UTF-8 text, one document per file.
 
 ``input_format`` ("text", "jsonl", "parquet") overrides the name, e.g. for

@@ -199,7 +199,7 @@ class Tokenizer(Interop, Pretrained, Budgets, BulkEncoding, Measuring, Dropout, 
         Paths may also name JSON Lines files (``.jsonl``, ``.ndjson``,
         ``.json``: one document per record, its text in ``text_field``, e.g.
         ``"text"`` or ``"meta.body"``), Parquet files (``.parquet``: a column,
-        with pyarrow), any of these or text compressed (``.gz``, ``.zst``,
+        read in Rust), any of these or text compressed (``.gz``, ``.zst``,
         ``.xz``, ``.bz2``), and directories (every file under them); see
         ``bpe/sources.py``. ``source`` may also be a pyarrow Table or
         RecordBatchReader or a HuggingFace dataset (its ``text_field`` column).
