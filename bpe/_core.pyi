@@ -29,17 +29,28 @@ class IdBuffer:
 class CoreBPE:
     def __init__(self, ranks: dict[bytes, int], special_tokens: dict[str, int], pattern: str) -> None: ...
     def encode_ordinary(self, text: str) -> list[int]: ...
-    def encode(self, text: str, allowed_special: Sequence[str]) -> list[int]: ...
+    # The ids, or the leftmost of disallowed_special found in the text (a str).
+    def encode(
+        self, text: str, allowed_special: Sequence[str], disallowed_special: Sequence[str]
+    ) -> Union[list[int], str]: ...
     # The ids, or the first disallowed special token found (a str).
     def encode_unless_special(self, text: str) -> Union[list[int], str]: ...
-    def encode_u32(self, text: str, allowed_special: Sequence[str]) -> IdBuffer: ...
+    def encode_u32(
+        self, text: str, allowed_special: Sequence[str], disallowed_special: Sequence[str]
+    ) -> Union[IdBuffer, str]: ...
     # The lists, or (index of the text, the disallowed special token found in it).
     def encode_batch(
         self, texts: Sequence[str], allowed_special: Sequence[str], disallowed_special: Sequence[str], num_threads: int
     ) -> Union[list[list[int]], tuple[int, str]]: ...
     # A list of ids (width None) or ids of that byte width in a buffer.
+    # The ids (a list, or with width a bytearray), or the disallowed special token found.
     def encode_parallel(
-        self, text: str, allowed_special: Sequence[str], num_threads: int, width: Optional[int] = None
+        self,
+        text: str,
+        allowed_special: Sequence[str],
+        disallowed_special: Sequence[str],
+        num_threads: int,
+        width: Optional[int] = None,
     ) -> Any: ...
     def encode_batch_flat(
         self,
