@@ -126,8 +126,8 @@ def test_trainer_hands_over_the_encoder_it_built_or_builds_another():
     other = trainer.encoder({"<|x|>": n})
     ordinary = reference.encode(text[:3000], {b: i for i, b in vocab.items()}, bpe.GPT4_PATTERN)
     assert built.encode_ordinary(text[:3000]) == other.encode_ordinary(text[:3000]) == ordinary
-    assert built.encode("a<|fim|>b<|endoftext|>", ["<|fim|>", "<|endoftext|>"])[1::2] == [n + 1, n]
-    assert other.encode("a<|x|>", ["<|x|>"])[-1] == n
+    assert built.encode("a<|fim|>b<|endoftext|>", ["<|fim|>", "<|endoftext|>"], [])[1::2] == [n + 1, n]
+    assert other.encode("a<|x|>", ["<|x|>"], [])[-1] == n
 
 
 def test_deterministic_across_hash_seeds_and_threads(tmp_path):
