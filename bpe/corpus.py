@@ -109,14 +109,13 @@ def feed(trainer: _core.Trainer, source: Source, progress: bool, options: Source
     # Parquet files named so are read in Rust with the JSON Lines files (no
     # pyarrow: rust/input/parquet.rs); others called Parquet (input_format)
     # go through pyarrow.
-    named = [p for p in by_kind["parquet"] if p.lower().endswith(sources.PARQUET)]
-    records = by_kind["jsonl"] + named
+    named = [p.lower().endswith(sources.PARQUET) for p in by_kind["parquet"]]
+    records = by_kind["jsonl"] + [p for p, n in zip(by_kind["parquet"], named) if n]
     if records:
         skipped = trainer.feed_records(records, options.field_path, options.skip_bad, progress)
         fed.skipped.update(zip(records, skipped))
-    for path in by_kind["parquet"]:
-        if path not in named:
-            fed.skipped[path] = _feed_arrow(trainer, path, path, options)
+    for path in (p for p, n in zip(by_kind["parquet"], named) if not n):
+        fed.skipped[path] = _feed_arrow(trainer, path, path, options)
     return fed
 
 

@@ -41,7 +41,7 @@ const ROWS: usize = 1024;
 /// names formats (which sends other files it is told are Parquet to
 /// pyarrow).
 pub fn is_parquet(path: &Path) -> bool {
-    path.to_str().is_some_and(|p| SUFFIXES.iter().any(|s| p.to_lowercase().ends_with(s)))
+    path.to_str().map(str::to_lowercase).is_some_and(|p| SUFFIXES.iter().any(|s| p.ends_with(s)))
 }
 
 /// The rows of one column of a Parquet file, in batches.
