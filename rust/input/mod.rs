@@ -138,7 +138,7 @@ pub fn decompressed<'a, R: Read + Send + 'a>(path: &Path, file: R, regular: bool
 pub const BINARY_SNIFF_BYTES: usize = 64 << 10;
 
 /// The error for a NUL byte at `at` in the first bytes of a file.
-fn binary_error(path: &Path, at: u64) -> String {
+pub(crate) fn binary_error(path: &Path, at: u64) -> String {
     format!(
         "{} looks like a binary file, not text: it has a NUL byte at byte offset {at}{}; give UTF-8 text files",
         name(path),

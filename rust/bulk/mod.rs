@@ -14,12 +14,17 @@
 //! when special tokens are looked for. A custom pattern's range is read and
 //! encoded whole.
 
+use std::path::Path;
+
 use rustc_hash::FxHashSet;
 
 use crate::encode::Encoder;
 use crate::input::{Block, Blocks, Range};
 use crate::pieces::{cut, encode_pieces, last_cut_avoiding};
 use crate::vocab::Rank;
+
+#[cfg(unix)]
+mod files;
 
 /// Bytes read at once: 16 MiB (a read from the page cache takes a few
 /// milliseconds, encoding it ~100 ms on one core). Peak memory is about
@@ -74,6 +79,14 @@ pub fn encode_segments(
     // looked for (allowed, or refused).
     let avoid: Vec<&str> =
         if opts.allowed.is_empty() && opts.disallowed.is_empty() { vec![] } else { enc.special_texts().collect() };
+    // Regular files: every thread reads its own pieces (`files.rs`); other
+    // inputs (streams, compressed files) and custom patterns: blocks.
+    #[cfg(unix)]
+    if enc.splitter().cuttable() {
+        if let Some(()) = files::encode_files_parallel(enc, segments, opts, &avoid, pool, block_bytes, &mut between, sink)? {
+            return Ok(());
+        }
+    }
     let cutter = |b: &[u8]| last_cut_avoiding(b, &avoid);
     let whole = |_: &[u8]| None;
     let cuttable = enc.splitter().cuttable();
@@ -129,13 +142,7 @@ fn encode_block(
     if !opts.disallowed.is_empty() {
         if let Some(found) = enc.find_special(text, opts.disallowed) {
             let at = block.offset + memchr::memmem::find(text.as_bytes(), found.as_bytes()).unwrap_or(0) as u64;
-            return Err(format!(
-                "{} holds the special token {found:?} at byte offset {at}{}; to encode such text as \
-                 ordinary text pass disallowed_special=() (CLI: --special-as-text), to encode it as the \
-                 special token pass allowed_special (CLI: --allow-special)",
-                crate::input::name(&seg.range.path),
-                crate::limits::line_suffix(&seg.range.path, at)
-            ));
+            return Err(disallowed_error(&seg.range.path, found, at));
         }
     }
     // Pieces of a quarter of a block per thread (so that the threads' loads
@@ -143,6 +150,17 @@ fn encode_block(
     let target = (text.len() / (4 * threads)).clamp(64 << 10, 1 << 20);
     let pieces = if enc.splitter().cuttable() { cut(text, target, avoid) } else { vec![text] };
     encode_pieces(enc, &pieces, opts.allowed)
+}
+
+/// The error for disallowed special-token text `found` at byte `at` of `path`.
+fn disallowed_error(path: &Path, found: &str, at: u64) -> String {
+    format!(
+        "{} holds the special token {found:?} at byte offset {at}{}; to encode such text as \
+         ordinary text pass disallowed_special=() (CLI: --special-as-text), to encode it as the \
+         special token pass allowed_special (CLI: --allow-special)",
+        crate::input::name(path),
+        crate::limits::line_suffix(path, at)
+    )
 }
 
 /// A sink that keeps every id in one vector (sink numbers are ignored), and
