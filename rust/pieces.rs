@@ -65,15 +65,40 @@ pub fn encode_parallel(
     pool: &rayon::ThreadPool,
 ) -> Result<Vec<Rank>, String> {
     let threads = pool.current_num_threads();
-    // A piece per quarter of a thread's share, between 256 KiB and 4 MiB.
-    let target = (text.len() / (4 * threads)).clamp(256 << 10, 4 << 20);
+    // About sixteen pieces per thread (so the threads' loads even out to
+    // within a sixteenth), between 64 KiB and 4 MiB.
+    let target = (text.len() / (16 * threads)).clamp(64 << 10, 4 << 20);
     if threads <= 1 || !enc.splitter().cuttable() || text.len() < 2 * target {
         return enc.encode(text, allowed);
     }
     let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
     let pieces = cut(text, target, &avoid);
     let ids = pool.install(|| encode_pieces(enc, &pieces, allowed))?;
-    Ok(ids.concat())
+    Ok(pool.install(|| concat_parallel(&ids)))
+}
+
+/// `lists.concat()`, the copies made by the current pool's threads: on 16
+/// threads one thread copying 45 MB of ids took as long as encoding them.
+pub fn concat_parallel(lists: &[Vec<Rank>]) -> Vec<Rank> {
+    use rayon::prelude::*;
+    let total: usize = lists.iter().map(Vec::len).sum();
+    let mut out: Vec<Rank> = Vec::with_capacity(total);
+    let mut parts = Vec::with_capacity(lists.len());
+    let mut room = &mut out.spare_capacity_mut()[..total];
+    for l in lists {
+        let (part, rest) = room.split_at_mut(l.len());
+        parts.push(part);
+        room = rest;
+    }
+    parts.into_par_iter().zip(lists).for_each(|(part, l)| {
+        for (slot, &id) in part.iter_mut().zip(l) {
+            slot.write(id);
+        }
+    });
+    // SAFETY: the parts tile the first `total` slots, and every one was
+    // written above (each part has its list's length).
+    unsafe { out.set_len(total) };
+    out
 }
 
 /// The ids of `pieces` (cut at safe points), each encoded by a thread of
@@ -181,6 +206,17 @@ mod tests {
     use super::*;
     use crate::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
     use rustc_hash::FxHashMap;
+
+    /// `concat_parallel` is `concat`, empty lists and all, on any pool.
+    #[test]
+    fn parallel_concat_is_concat() {
+        let lists: Vec<Vec<Rank>> = (0..300u32).map(|i| (0..(i * 7919) % 53).map(|j| i * 1000 + j).collect()).collect();
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            assert_eq!(pool.install(|| concat_parallel(&lists)), lists.concat());
+            assert_eq!(pool.install(|| concat_parallel(&lists[..0])), Vec::<Rank>::new());
+        }
+    }
 
     fn encoder(pattern: &str) -> Encoder {
         let mut ranks: FxHashMap<Vec<u8>, Rank> = (0..=255u8).map(|b| (vec![b], b as Rank)).collect();
