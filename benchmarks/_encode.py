@@ -141,6 +141,17 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
     many_threads_row(args, corp, tools, encodings, env, results)
 
 
+def many_section(args, corp: dict, anchors: list[str], results: dict) -> None:
+    """Only the many-thread row (``--only many``): for a many-core machine
+    lent for a few minutes, where the one-thread tables would take most of
+    them."""
+    section("Encoding, many threads", results, "many")
+    cache, have = vocab_cache(args.encodings)
+    env = {"TIKTOKEN_CACHE_DIR": cache, "FASTOKENS_SEGMENT_CACHE": None, "RAYON_NUM_THREADS": None}
+    tools = ["bpe"] + [a for a in ENCODE_ANCHORS if a in anchors]
+    many_threads_row(args, corp, tools, [e for e in have if e in MAIN_ENCODINGS], env, results)
+
+
 def describe_single_thread(args, slices: list[dict], results: dict) -> None:
     """Prints how the single-thread figures are taken, and records it."""
     info = {}
@@ -464,7 +475,7 @@ def column_name(tool: str, call: str | None) -> str:
 
 def encode_tables(results: dict) -> str:
     if not results.get("encode"):
-        return ""
+        return files_tables(results)  # --only many: that row alone
     parts = [single_thread_tables(results), batch_table(results), short_table(results), decode_table(results),
              files_tables(results)]
     return "\n\n".join(p for p in parts if p)

@@ -164,7 +164,7 @@ def corpora_for(args) -> dict:
         out["extra"] = {n: _corpora.prepare(n, shared) for n in ("code_mix", "flores200")}
         out["encode"] += [_encode.timed_and_warmup(out["extra"]["code_mix"], "code_mix10m"),
                           _encode.timed_and_warmup(out["extra"]["flores200"], "flores200_10m")]
-    if "encode" in args.sections:
+    if "encode" in args.sections or "many" in args.sections:
         big = _corpora.head(g100, _encode.FILES_BYTES, "gutenberg50m.txt")
         out["files"] = (big, _corpora.slice_after(g100, big, _encode.SLICE_BYTES, "gutenberg50m.warmup.txt"))
     if "scale" in args.sections:
@@ -548,7 +548,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="smoke test: 10 MB slice only, 1 repeat, fewer anchors, one vocabulary (a few minutes)")
-    p.add_argument("--only", help="comma-separated sections: train,encode,scale,shards,ray (default: train,encode)")
+    p.add_argument("--only", help="comma-separated sections: train,encode,many,scale,shards,ray (default: train,encode; "
+                                  "many: only the many-thread row of encode, for a lent many-core machine)")
     p.add_argument("--scale", action="store_true", help="add the scale section (training from ~1 GB)")
     p.add_argument("--repeats", type=int, help="rounds per measurement (default 3; --quick: 1): the median is "
                                                "reported, the best for one-thread encoding")
@@ -588,7 +589,7 @@ def parse_args(argv=None):
     if args.scale and "scale" not in args.sections:
         args.sections.append("scale")
     for s in args.sections:
-        if s not in ("train", "encode", "scale", "shards", "ray"):
+        if s not in ("train", "encode", "many", "scale", "shards", "ray"):
             p.error(f"--only: unknown section {s!r}")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
@@ -669,6 +670,8 @@ def main(argv=None) -> int:
         train_section(args, corp, args.anchor_list, results)
     if "encode" in args.sections:
         _encode.encode_section(args, corp, args.anchor_list, results)
+    elif "many" in args.sections:
+        _encode.many_section(args, corp, args.anchor_list, results)
     if "scale" in args.sections:
         scale_section(args, corp, results)
     if "shards" in args.sections:
