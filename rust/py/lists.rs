@@ -91,9 +91,11 @@ pub(super) fn fill_lists(
             })
         })?;
         // (A panic part way leaves lists of length 0: freed as they are.)
-        for tally in &tallies {
-            count_references(py, ints, tally);
-        }
+        // The threads' tallies summed by the threads (one pass over a
+        // vocabulary-sized array per thread, which on 16 threads took a
+        // few milliseconds on this thread alone), then counted once.
+        let total = py.allow_threads(|| pool.install(|| sum_tallies(tallies)));
+        count_references(py, ints, &total);
     }
     // The lengths, now that every item is written and counted.
     for (list, v) in lists.iter().zip(ids) {
@@ -260,16 +262,59 @@ unsafe fn write_counted_items(py: Python<'_>, items: &Items, ids: &[Rank], ints:
 /// each item `write_items` wrote that names it.
 fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
     for (int, &n) in ints.iter().zip(tally) {
-        let p = int.as_ptr();
-        for _ in 0..n {
-            // SAFETY: the GIL is held (`Python`). (A loop, not one
-            // addition: Python 3.12's immortal small ints must not have
-            // their count changed, which Py_INCREF knows; the compiler keeps
-            // the count in a register, so the loop costs about what one
-            // addition would.)
-            unsafe { pyo3::ffi::Py_INCREF(p) };
+        if n > 0 {
+            // SAFETY: the GIL is held (`Python`); `int` is alive (held by `ints`).
+            unsafe { add_references(int.as_ptr(), n) };
         }
     }
+}
+
+/// Adds `n` references to `p` at once. `Py_INCREF` once per reference was
+/// ~1 ns a reference on Python 3.12+, whose `Py_INCREF` checks at each step
+/// that the object is not immortal (a compiler cannot fold those steps into
+/// one addition, as it does 3.11's `+= 1`): 11M ids took ~15 ms under the
+/// GIL, which on 16 threads was a fifth of `encode_batch` (docs/performance.md,
+/// "Lists of ids"). One `Py_INCREF` tells whether the object is immortal (its
+/// count does not move: Python's small ints since 3.12); a mortal object's
+/// count is then set to its sum, which `Py_INCREF` would have reached: the
+/// count is the object's first field, a `Py_ssize_t`, in every CPython this
+/// builds for (3.12's union holds the same `Py_ssize_t`; free-threaded
+/// builds have no `ob_refcnt` and do not compile this). Counts that would
+/// pass 2**31 take the loop (3.12 treats such counts as immortal).
+///
+/// SAFETY: the GIL is held and `p` points to a live object.
+unsafe fn add_references(p: *mut pyo3::ffi::PyObject, n: usize) {
+    let before = pyo3::ffi::Py_REFCNT(p);
+    pyo3::ffi::Py_INCREF(p);
+    let after = pyo3::ffi::Py_REFCNT(p);
+    if n == 1 || after == before {
+        return; // done, or immortal: Py_INCREF leaves its count alone
+    }
+    match before.checked_add(n as pyo3::ffi::Py_ssize_t).filter(|&c| c < i32::MAX as pyo3::ffi::Py_ssize_t) {
+        Some(count) => std::ptr::addr_of_mut!((*p).ob_refcnt).cast::<pyo3::ffi::Py_ssize_t>().write(count),
+        None => {
+            for _ in 1..n {
+                pyo3::ffi::Py_INCREF(p);
+            }
+        }
+    }
+}
+
+/// The element-wise sum of `tallies` (at least one), computed by the current
+/// pool's threads, each summing a stretch of ids over every tally.
+fn sum_tallies(mut tallies: Vec<Vec<usize>>) -> Vec<usize> {
+    use rayon::prelude::*;
+    let mut total = tallies.swap_remove(0);
+    let stretch = total.len().div_ceil(rayon::current_num_threads().max(1)).max(1);
+    total.par_chunks_mut(stretch).enumerate().for_each(|(k, part)| {
+        let (at, len) = (k * stretch, part.len());
+        for t in &tallies {
+            for (sum, &n) in part.iter_mut().zip(&t[at..at + len]) {
+                *sum += n;
+            }
+        }
+    });
+    total
 }
 
 /// Gives a list its `n` items, once they are written and counted.
