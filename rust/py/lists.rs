@@ -272,15 +272,15 @@ fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
 /// Adds `n` references to `p` at once. `Py_INCREF` once per reference was
 /// ~1 ns a reference on Python 3.12+, whose `Py_INCREF` checks at each step
 /// that the object is not immortal (a compiler cannot fold those steps into
-/// one addition, as it does 3.11's `+= 1`): 11M ids took ~15 ms under the
-/// GIL, which on 16 threads was a fifth of `encode_batch` (docs/performance.md,
-/// "Lists of ids"). One `Py_INCREF` tells whether the object is immortal (its
-/// count does not move: Python's small ints since 3.12); a mortal object's
-/// count is then set to its sum, which `Py_INCREF` would have reached: the
-/// count is the object's first field, a `Py_ssize_t`, in every CPython this
-/// builds for (3.12's union holds the same `Py_ssize_t`; free-threaded
-/// builds have no `ob_refcnt` and do not compile this). Counts that would
-/// pass 2**31 take the loop (3.12 treats such counts as immortal).
+/// one addition, as it does 3.11's `+= 1`): under the GIL, after the
+/// threads are done (docs/performance.md, "Lists of ids"). One `Py_INCREF`
+/// tells whether the object is immortal (its count does not move: Python's
+/// small ints since 3.12); a mortal object's count is then set to the sum
+/// `Py_INCREF` would have reached: the count is the object's first field, a
+/// `Py_ssize_t`, in every CPython this builds for (3.12's union holds the
+/// same `Py_ssize_t`; free-threaded builds have no `ob_refcnt` and do not
+/// compile this). Counts that would pass 2**31 take the loop (3.12 treats
+/// such counts as immortal).
 ///
 /// SAFETY: the GIL is held and `p` points to a live object.
 unsafe fn add_references(p: *mut pyo3::ffi::PyObject, n: usize) {
