@@ -133,8 +133,9 @@ class BulkEncoding:
         ``"<|endoftext|>"``) goes between documents. Special-token text is
         handled as by :meth:`encode`: ``ValueError`` naming the file and byte
         offset unless allowed (its id) or ``disallowed_special=()`` (text).
-        ``progress(bytes_done)`` is called between blocks of 16 MiB. Memory:
-        the ids, plus about 100 MB of blocks in flight.
+        ``progress(bytes_done)`` is called about every 50 ms (between blocks
+        of 16 MiB for compressed files and pipes). Memory: the ids, plus the
+        pieces in flight (up to 2 MiB each, about four per thread).
         """
         if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]

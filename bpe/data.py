@@ -53,8 +53,10 @@ META = "meta.json"
 SPLITS = ("train", "val")
 DATASET_FORMAT = "bpe-dataset v1"
 
-#: Files are read and encoded in blocks of about this many bytes (in Rust:
-#: ``rust/bulk.rs``); peak memory is about three blocks plus their ids.
+#: Compressed files and pipes are read and encoded in blocks of about this
+#: many bytes (in Rust: ``rust/bulk/mod.rs``; peak memory about three blocks
+#: plus their ids); regular files in pieces of at most this many bytes, and at
+#: most 2 MiB (``rust/bulk/files.rs``).
 BLOCK_BYTES = 16 << 20
 
 NUMPY_MISSING = "reading token datasets needs numpy and torch: pip install -e '.[model]'"
