@@ -53,10 +53,8 @@ META = "meta.json"
 SPLITS = ("train", "val")
 DATASET_FORMAT = "bpe-dataset v1"
 
-#: Compressed files and pipes are read and encoded in blocks of about this
-#: many bytes (in Rust: ``rust/bulk/mod.rs``; peak memory about three blocks
-#: plus their ids); regular files in pieces of at most this many bytes, and at
-#: most 2 MiB (``rust/bulk/files.rs``).
+#: Compressed files and pipes are read in blocks of about this many bytes
+#: (``rust/bulk/mod.rs``); regular files in pieces of at most this and 2 MiB.
 BLOCK_BYTES = 16 << 20
 
 NUMPY_MISSING = "reading token datasets needs numpy and torch: pip install -e '.[model]'"
