@@ -61,6 +61,10 @@ GB = 1_000_000_000
 
 FORMAT = 1  # bump when the generator changes: the cache is rebuilt
 SOURCES = ("gutenberg100m", "enwiki100m", "code_mix", "flores200")
+# BPE_BENCH_SHARD_SOURCES=gutenberg100m: fewer sources (a lent machine that
+# gets only some of the shared corpora); the cache key records them.
+if os.environ.get("BPE_BENCH_SHARD_SOURCES"):
+    SOURCES = tuple(n for n in os.environ["BPE_BENCH_SHARD_SOURCES"].split(",") if n)
 SEED = 20261130
 MIN_RECORD, MAX_RECORD = 1_000, 20_000
 SHARD_TEXT = 100 * MB  # text per shard, about
@@ -695,10 +699,10 @@ def report(results: dict) -> str:
         "",
         "How the corpus is made (`benchmarks/_shards.py`, cached in `~/.cache/bpe-bench/shards-<size>g/`, never "
         "committed): records of 1–20 KB cut at paragraph boundaries (a blank line, else a line end) from "
-        "gutenberg100m, enwiki100m, code_mix and flores200 (253 MB), as many passes as the size needs (each cut "
+        f"{', '.join(SOURCES)} (one pass: see each size), as many passes as the size needs (each cut "
         "with its own record sizes), shuffled with a fixed seed; written as shards of ~100 MB of text, "
         '`{"text": ..., "meta": {"source", "offset", "pass"}}` per line (UTF-8, not ASCII-escaped), zstd level 3; '
-        "and the same records as one `all.txt`, separated by blank lines. Sizes above 253 MB repeat text, so "
+        "and the same records as one `all.txt`, separated by blank lines. Sizes above one pass repeat text, so "
         "they add no distinct chunks after the first pass: memory grows less than it would on fresh text.",
         "",
     ]

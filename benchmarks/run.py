@@ -152,7 +152,9 @@ def corpora_for(args) -> dict:
         return {"main": p, "main10": p, "extra": {}, "scale_parts": [p], "custom": True,
                 "encode": [half], "files": (half["timed"], half["warmup"])}
     shared = Path(args.shared).resolve()
-    if not all((shared / s.rel).is_file() for s in _corpora.SOURCES.values()):
+    # The shards section alone needs only its own sources (and gutenberg100m).
+    needed = ({"gutenberg100m", *_shards.SOURCES} if args.sections == ["shards"] else _corpora.SOURCES)
+    if not all((shared / _corpora.SOURCES[n].rel).is_file() for n in needed):
         print(_corpora.shared_missing_message(shared), file=sys.stderr)
         sys.exit(2)
     print(f"corpora: {shared} -> cache {_corpora.cache_dir()}")
