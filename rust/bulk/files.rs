@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use super::{Options, Segment, Sink};
 use crate::encode::{ids_buffer, Encoder, Memo};
-use crate::input::{binary_error, name, not_utf8, open_file, Compression, BINARY_SNIFF_BYTES};
+use crate::input::{binary_error, name, not_utf8, open_file, Compression, BINARY_SNIFF_BYTES, STDIN};
 use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
 use crate::pieces::last_cut_avoiding;
 use crate::vocab::Rank;
@@ -73,8 +73,16 @@ fn sources(segments: &[Segment]) -> Result<Option<Vec<Source>>, String> {
     let mut out = Vec::with_capacity(segments.len());
     for s in segments {
         let r = &s.range;
-        if Compression::of(&r.path) != Compression::None {
+        if r.path.as_os_str() == STDIN || Compression::of(&r.path) != Compression::None {
             return Ok(None);
+        }
+        // Looked at before it is opened: a pipe must be opened once only (a
+        // second open waits for a writer that may have gone), by the block
+        // reader, which reads it to its end.
+        match std::fs::metadata(&r.path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", name(&r.path))),
         }
         let (file, regular) = open_file(&r.path)?;
         if !regular {
