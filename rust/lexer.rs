@@ -30,6 +30,9 @@ use crate::ascii;
 use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 
 mod gpt;
+mod mask;
+
+pub(crate) use mask::Engine;
 
 // Character class bits.
 const L: u16 = 1 << 0; // \p{L}
@@ -107,14 +110,23 @@ impl Lexer {
 
     /// Calls `f` on every chunk of `text`, left to right. Every position
     /// starts a match for these patterns, so the chunks tile the text.
+    ///
+    /// The mask lexer (`lexer/mask.rs`) where the CPU has SIMD (x86_64),
+    /// else the exact lexers alone; the chunks are the same.
     #[inline]
     pub fn for_each_chunk<'t>(self, text: &'t str, f: impl FnMut(&'t str)) {
+        self.for_each_chunk_with(Engine::best(), text, f)
+    }
+
+    /// [`Lexer::for_each_chunk`] with a given engine (tests, measurements).
+    #[inline]
+    pub(crate) fn for_each_chunk_with<'t>(self, engine: Engine, text: &'t str, f: impl FnMut(&'t str)) {
         let t = Text { s: text, b: text.as_bytes(), classes: table() };
         // One loop per lexer: the lexer is chosen once, not at every chunk.
         match self {
-            Lexer::Gpt2 => t.tile(f, |t, i| t.gpt2(i)),
-            Lexer::Gpt4 => t.tile(f, |t, i| t.gpt4(i)),
-            Lexer::Gpt4o => t.tile(f, |t, i| t.gpt4o(i)),
+            Lexer::Gpt2 => t.tile_with::<mask::Gpt2>(engine, f, #[inline(always)] |t, i| t.gpt2(i)),
+            Lexer::Gpt4 => t.tile_with::<mask::Gpt4>(engine, f, #[inline(always)] |t, i| t.gpt4(i)),
+            Lexer::Gpt4o => t.tile_with::<mask::Gpt4o>(engine, f, #[inline(always)] |t, i| t.gpt4o(i)),
         }
     }
 }

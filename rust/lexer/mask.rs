@@ -1,0 +1,230 @@
+//! The mask lexer: chunk starts found 64 bytes at a time with bit algebra,
+//! the exact lexers (`gpt.rs`) for whatever the algebra cannot decide.
+//!
+//! Why: the exact lexers decide each chunk with a few branches on its first
+//! bytes and then scan its run (~79 instructions a chunk on English, whose
+//! chunks average 4.4 bytes). Most chunks of English and code are short
+//! ASCII runs, and for ASCII each pattern's cuts depend on the classes of a
+//! byte and of one or two bytes before it (and, for white space, on where
+//! its run ends): a few dozen operations on 64-bit masks find them for 64
+//! bytes at once, and the lexer then pops one chunk per set bit
+//! (`trailing_zeros`, clear the lowest bit), with no branch on the chunk's
+//! kind.
+//!
+//! How (`tile`): at a chunk start, classify the next 64 bytes into bitmasks
+//! (`classify.rs`: SSE2 or AVX2), derive the bytes where chunks start and
+//! those the algebra cannot decide (`rules.rs`), and hand out the chunks
+//! that end before the first undecided byte. The chunk that starts last
+//! before it is then either the start of the next window (when only the
+//! window's end stopped the algebra), or handed to the exact lexer, which
+//! goes on chunk by chunk until it is past the undecided byte (a byte >=
+//! 0x80, white space before one, a contraction or white-space run at the
+//! window's end, a chunk longer than the window). Every window starts at a
+//! chunk start, so it needs nothing from before it: no pattern looks behind.
+//! The last 63 bytes of the text (and texts shorter than 64 bytes) take the
+//! exact lexer, so the algebra never meets the end of the text (`\s++$`).
+//!
+//! Exactness: the exact lexer is the reference (and itself tested against
+//! fancy-regex); the tests (`mask/tests.rs`) compare the two on random
+//! texts built to put every kind of run across window edges, on adversarial
+//! texts and on the corpora, and every rule in `rules.rs` says why it is
+//! the pattern's. Texts mostly of longer characters (most of FLORES-200)
+//! would find little to decide: after windows that decide nothing, the
+//! exact lexer runs alone for a while (`SCALAR_STRETCH`), so such text pays
+//! for a window only every few hundred bytes.
+//!
+//! Measurements: docs/performance.md, "Lexing, mask lexer".
+
+mod classify;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use super::Text;
+#[cfg(target_arch = "x86_64")]
+use classify::{Avx2, Sse2};
+use classify::Classify;
+pub(crate) use rules::{Gpt2, Gpt4, Gpt4o, Rules};
+
+/// Bytes per window.
+const WINDOW: usize = 64;
+
+/// What the mask lexer did on this thread (tests only): windows made, and
+/// chunks handed out by the masks and by the exact lexer.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Stats {
+    pub windows: usize,
+    pub mask_chunks: usize,
+    pub exact_chunks: usize,
+}
+
+#[cfg(test)]
+thread_local! {
+    pub(crate) static STATS: std::cell::Cell<Stats> = const { std::cell::Cell::new(Stats { windows: 0, mask_chunks: 0, exact_chunks: 0 }) };
+}
+
+#[cfg(test)]
+fn count(f: impl FnOnce(&mut Stats)) {
+    STATS.with(|s| {
+        let mut v = s.get();
+        f(&mut v);
+        s.set(v);
+    });
+}
+
+/// How far the exact lexer goes alone after a window that ended (by an
+/// undecided byte) within `SPARSE` bytes of its start, i.e. on text where
+/// bytes >= 0x80 are close together: doubled after each such window in a
+/// row (up to 16 times), reset by one that decides more.
+const SCALAR_STRETCH: usize = 64;
+const SPARSE: u32 = 16;
+
+/// Which implementation lexes: the mask lexer with a given classifier, or
+/// the exact lexer alone (for tests and measurements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Engine {
+    Exact,
+    #[cfg(target_arch = "x86_64")]
+    Sse2,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// The portable byte-by-byte classifier (the tests' reference for the
+    /// SIMD ones).
+    #[cfg(test)]
+    Bytewise,
+}
+
+impl Engine {
+    /// The fastest this CPU has.
+    #[inline]
+    pub(crate) fn best() -> Engine {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                Engine::Avx2
+            } else {
+                Engine::Sse2
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Engine::Exact
+        }
+    }
+}
+
+impl<'a> Text<'a> {
+    /// Calls `f` on each chunk, with `engine`; `next` gives the end of the
+    /// chunk at `i` (the exact lexer), `R` the same pattern's mask rules.
+    #[inline(always)]
+    pub(super) fn tile_with<R: Rules>(
+        &self,
+        engine: Engine,
+        f: impl FnMut(&'a str),
+        next: impl Fn(&Self, usize) -> usize,
+    ) {
+        match engine {
+            Engine::Exact => self.tile(f, next),
+            // SAFETY: SSE2 is part of x86_64.
+            #[cfg(target_arch = "x86_64")]
+            Engine::Sse2 => unsafe { self.tile_masks::<Sse2, R>(f, next) },
+            // SAFETY: `Engine::best` picks AVX2 only where the CPU has it
+            // (and the tests only where `best` did).
+            #[cfg(target_arch = "x86_64")]
+            Engine::Avx2 => unsafe { self.tile_avx2::<R>(f, next) },
+            // SAFETY: plain Rust.
+            #[cfg(test)]
+            Engine::Bytewise => unsafe { self.tile_masks::<classify::Bytewise, R>(f, next) },
+        }
+    }
+
+    /// The mask lexer's loop compiled for AVX2 (and BMI1/2, for
+    /// `trailing_zeros` and clearing the lowest bit in one instruction
+    /// each), with the caller's closure inlined into it.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, BMI1, BMI2 (every CPU with AVX2 has them).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn tile_avx2<R: Rules>(&self, f: impl FnMut(&'a str), next: impl Fn(&Self, usize) -> usize) {
+        self.tile_masks::<Avx2, R>(f, next)
+    }
+
+    /// The mask lexer (see the module's comment).
+    ///
+    /// One loop, one call of `f` (the encoder inlines a lot into it): each
+    /// turn takes the next chunk end from the window's mask, else makes a
+    /// window, else asks the exact lexer.
+    ///
+    /// # Safety
+    /// The CPU must have what `C` uses.
+    #[inline(always)]
+    unsafe fn tile_masks<C: Classify, R: Rules>(&self, mut f: impl FnMut(&'a str), next: impl Fn(&Self, usize) -> usize) {
+        let n = self.b.len();
+        // The next chunk starts here.
+        let mut start = 0;
+        // Ends of chunks found by the last window (bits relative to `base`,
+        // lowest first), not yet handed out.
+        let mut ends = 0u64;
+        let mut base = 0;
+        // The exact lexer goes on (at least) until a chunk starts here.
+        let mut exact_to = 0;
+        // Windows in a row that ended early (see SCALAR_STRETCH).
+        let mut sparse_windows = 0;
+        while start < n {
+            let end = 'chunk: {
+                if ends != 0 {
+                    let e = base + ends.trailing_zeros() as usize;
+                    ends &= ends - 1;
+                    #[cfg(test)]
+                    count(|s| s.mask_chunks += 1);
+                    break 'chunk e;
+                }
+                if start >= exact_to && n - start >= WINDOW {
+                    // SAFETY: `start + 64 <= n`: 64 bytes of the text.
+                    let w = &*(self.b.as_ptr().add(start) as *const [u8; WINDOW]);
+                    let m = C::classify(w);
+                    #[cfg(test)]
+                    count(|s| s.windows += 1);
+                    let (starts, undecided) = R::starts(&m, w);
+                    // Bit 63 is always undecided: u <= 63.
+                    let u = undecided.trailing_zeros();
+                    // Chunk ends: the decided starts after byte 0. (Each is
+                    // before the first byte >= 0x80, so on a char boundary.)
+                    let found = starts & ((1u64 << u) - 1) & !1;
+                    if u < 63 {
+                        // The exact lexer takes over at the last start
+                        // before `u`, and goes on until it is past it.
+                        exact_to = start + u as usize + 1;
+                        if u < SPARSE {
+                            sparse_windows = (sparse_windows + 1).min(4);
+                            exact_to += SCALAR_STRETCH << sparse_windows;
+                        } else {
+                            sparse_windows = 0;
+                        }
+                    } else {
+                        sparse_windows = 0;
+                    }
+                    if found != 0 {
+                        base = start;
+                        ends = found & (found - 1);
+                        #[cfg(test)]
+                        count(|s| s.mask_chunks += 1);
+                        break 'chunk start + found.trailing_zeros() as usize;
+                    }
+                }
+                #[cfg(test)]
+                count(|s| s.exact_chunks += 1);
+                next(self, start)
+            };
+            debug_assert!(start < end && end <= n && self.s.is_char_boundary(end));
+            // SAFETY: `start` (0 or the last `end`) and `end` are char
+            // boundaries, `start < end <= n`: the exact lexer's ends are
+            // (see `Text::tile`), and the masks' ends are ASCII bytes (every
+            // byte before `u` is below 0x80) in the text.
+            f(self.s.get_unchecked(start..end));
+            start = end;
+        }
+    }
+}
