@@ -43,7 +43,7 @@ mod tests;
 use super::Text;
 #[cfg(target_arch = "x86_64")]
 use classify::{Avx2, Sse2};
-use classify::Classify;
+use classify::{known_high, Classify};
 pub(crate) use rules::{Gpt2, Gpt4, Gpt4o, Rules};
 
 /// Bytes per window.
@@ -80,6 +80,10 @@ fn count(f: impl FnOnce(&mut Stats)) {
 const SCALAR_STRETCH: usize = 64;
 const SPARSE: u32 = 16;
 
+/// A window's last chunk that starts more than this many bytes before its
+/// horizon goes to the exact lexer (see `tile_masks`).
+const LONG: u32 = 24;
+
 /// Which implementation lexes: the mask lexer with a given classifier, or
 /// the exact lexer alone (for tests and measurements).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +105,8 @@ impl Engine {
     pub(crate) fn best() -> Engine {
         #[cfg(target_arch = "x86_64")]
         {
+            if std::env::var("MASK_SSE2").is_ok() { return Engine::Sse2; }
+            if std::env::var("MASK_EXACT").is_ok() { return Engine::Exact; }
             if std::arch::is_x86_feature_detected!("avx2") {
                 Engine::Avx2
             } else {
@@ -153,9 +159,11 @@ impl<'a> Text<'a> {
 
     /// The mask lexer (see the module's comment).
     ///
-    /// One loop, one call of `f` (the encoder inlines a lot into it): each
-    /// turn takes the next chunk end from the window's mask, else makes a
-    /// window, else asks the exact lexer.
+    /// Two loops: the exact lexer's, chunk by chunk up to `exact_to`, and a
+    /// window's, which hands out the chunks its mask found and says how far
+    /// the exact lexer must go next. (One loop with one call of `f` for both
+    /// cost the exact lexer's chunks ~25 instructions each, as many bytes
+    /// >= 0x80 as there are chunks: 15% more for text of combining marks.)
     ///
     /// # Safety
     /// The CPU must have what `C` uses.
@@ -164,67 +172,83 @@ impl<'a> Text<'a> {
         let n = self.b.len();
         // The next chunk starts here.
         let mut start = 0;
-        // Ends of chunks found by the last window (bits relative to `base`,
-        // lowest first), not yet handed out.
-        let mut ends = 0u64;
-        let mut base = 0;
-        // The exact lexer goes on (at least) until a chunk starts here.
+        // The exact lexer goes on until a chunk starts here or later (<= n).
         let mut exact_to = 0;
-        // Windows in a row that ended early (see SCALAR_STRETCH).
+        // Windows in a row that ended early (see `SCALAR_STRETCH`).
         let mut sparse_windows = 0;
-        while start < n {
-            let end = 'chunk: {
-                if ends != 0 {
-                    let e = base + ends.trailing_zeros() as usize;
-                    ends &= ends - 1;
-                    #[cfg(test)]
-                    count(|s| s.mask_chunks += 1);
-                    break 'chunk e;
-                }
-                if start >= exact_to && n - start >= WINDOW {
-                    // SAFETY: `start + 64 <= n`: 64 bytes of the text.
-                    let w = &*(self.b.as_ptr().add(start) as *const [u8; WINDOW]);
-                    let m = C::classify(w);
-                    #[cfg(test)]
-                    count(|s| s.windows += 1);
-                    let (starts, undecided) = R::starts(&m, w);
-                    // Bit 63 is always undecided: u <= 63.
-                    let u = undecided.trailing_zeros();
-                    // Chunk ends: the decided starts after byte 0. (Each is
-                    // before the first byte >= 0x80, so on a char boundary.)
-                    let found = starts & ((1u64 << u) - 1) & !1;
-                    if u < 63 {
-                        // The exact lexer takes over at the last start
-                        // before `u`, and goes on until it is past it.
-                        exact_to = start + u as usize + 1;
-                        if u < SPARSE {
-                            sparse_windows = (sparse_windows + 1).min(4);
-                            exact_to += SCALAR_STRETCH << sparse_windows;
-                        } else {
-                            sparse_windows = 0;
-                        }
-                    } else {
-                        sparse_windows = 0;
-                    }
-                    if found != 0 {
-                        base = start;
-                        ends = found & (found - 1);
-                        #[cfg(test)]
-                        count(|s| s.mask_chunks += 1);
-                        break 'chunk start + found.trailing_zeros() as usize;
-                    }
-                }
+        loop {
+            while start < exact_to {
+                let end = next(self, start);
                 #[cfg(test)]
                 count(|s| s.exact_chunks += 1);
-                next(self, start)
-            };
-            debug_assert!(start < end && end <= n && self.s.is_char_boundary(end));
-            // SAFETY: `start` (0 or the last `end`) and `end` are char
-            // boundaries, `start < end <= n`: the exact lexer's ends are
-            // (see `Text::tile`), and the masks' ends are ASCII bytes (every
-            // byte before `u` is below 0x80) in the text.
-            f(self.s.get_unchecked(start..end));
-            start = end;
+                debug_assert!(start < end && end <= n && self.s.is_char_boundary(end));
+                // SAFETY: the exact lexer's ends are char boundaries after
+                // `start`, in the text (see `Text::tile`); so is `start`, 0
+                // or the last end.
+                f(self.s.get_unchecked(start..end));
+                start = end;
+            }
+            if n - start < WINDOW {
+                // The text's last bytes, or its end.
+                if start == n {
+                    return;
+                }
+                exact_to = n;
+                continue;
+            }
+            // SAFETY: `start + 64 <= n`: 64 bytes of the text.
+            let w = &*(self.b.as_ptr().add(start) as *const [u8; WINDOW]);
+            let mut m = C::classify(w);
+            if m.high != 0 {
+                known_high(&mut m, C::high_bytes(w));
+            }
+            let (starts, undecided) = R::starts(&m, w);
+            #[cfg(test)]
+            count(|s| s.windows += 1);
+            // Bit 63 is always undecided: u <= 63.
+            let u = undecided.trailing_zeros();
+            // Chunk ends: the decided starts after byte 0.
+            let mut found = starts & ((1u64 << u) - 1) & !1;
+            // Where the last chunk found starts (0 if none was).
+            let last = 63 - (found | 1).leading_zeros();
+            if u < 63 {
+                // The exact lexer takes over at `last`, and goes on until it
+                // is past the undecided byte; further on text where such
+                // bytes are close together.
+                exact_to = start + u as usize + 1;
+                if u < SPARSE {
+                    sparse_windows = (sparse_windows + 1).min(4);
+                    exact_to = (exact_to + (SCALAR_STRETCH << sparse_windows)).min(n);
+                } else {
+                    sparse_windows = 0;
+                }
+            } else {
+                sparse_windows = 0;
+                if last < 63 - LONG {
+                    // A chunk that starts this far from the horizon and
+                    // reaches it is long (white space, a long word): the
+                    // exact lexer takes it, rather than a window that would
+                    // find nothing.
+                    exact_to = start + last as usize + 1;
+                }
+            }
+            let base = start;
+            while found != 0 {
+                let end = base + found.trailing_zeros() as usize;
+                #[cfg(test)]
+                count(|s| s.mask_chunks += 1);
+                debug_assert!(start < end && end <= n && self.s.is_char_boundary(end));
+                // SAFETY: `start` is a char boundary (as above) and `end`,
+                // after it in the window, too: every byte of the window
+                // before `u` is ASCII or in a character that `known_high`
+                // knows, whole, and the rules put starts only at the first
+                // byte of a character (a letter's second byte follows a
+                // letter byte, a punctuation character's second and third
+                // a punctuation byte).
+                f(self.s.get_unchecked(start..end));
+                start = end;
+                found &= found - 1;
+            }
         }
     }
 }

@@ -87,6 +87,18 @@ fn contraction(c1: u8, c2: u8) -> u32 {
     }
 }
 
+/// The last byte of each punctuation character that starts a chunk (at a
+/// byte of `punct_start`), i.e. the byte right before a letter it may be
+/// the prefix of: the character's own byte if ASCII, its third if one of
+/// the three-byte ones `known_high` knows.
+#[inline(always)]
+fn prefix_punct(m: &Masks, punct_start: u64) -> u64 {
+    let mut x = punct_start;
+    x |= x << 1 & m.punct_tail;
+    x |= x << 1 & m.punct_tail;
+    x & !(m.punct_tail >> 1)
+}
+
 /// White space in GPT-4 and GPT-4o, where `\s*[\r\n]` (`\s*[\r\n]+`) comes
 /// before `\s+(?!\S)`, given the newlines in white-space runs (`newline`:
 /// not those taken by punctuation before them, see `absorbed`) and the
@@ -112,15 +124,28 @@ fn white_cuts(m: &Masks, newline: u64, t: u64, undecided: &mut u64) -> u64 {
     let ws = t | newline;
     let mut starts = ws & !(ws << 1) | t & !((m.white | m.high) >> 1);
     let mut after_newline = newline << 1 & t & t >> 1;
-    while after_newline != 0 {
-        let i = after_newline.trailing_zeros();
-        let end = (!t & u64::MAX << i).trailing_zeros();
-        if end >= 63 || m.high >> end & 1 != 0 {
-            *undecided |= 1 << i;
-        } else if m.newline >> end & 1 == 0 {
-            starts |= 1 << i;
+    if after_newline != 0 {
+        // Each candidate's run ends where the carry of `t + after_newline`
+        // lands (bit 63 counts as no `t`, so that every run has an end bit
+        // in the window); runs are disjoint, so the k-th end is the k-th
+        // candidate's. (Tested with whole masks, not `mask >> end & 1`: LLVM
+        // turned that into byte extracts of the compare vectors, spilled to
+        // the stack for every window.)
+        let t = t & !HORIZON;
+        let mut ends = t.wrapping_add(after_newline) & !t;
+        let good = !(m.newline | m.high | HORIZON);
+        let unknown = m.high | HORIZON;
+        while after_newline != 0 {
+            let candidate = after_newline & after_newline.wrapping_neg();
+            let end = ends & ends.wrapping_neg();
+            if end & good != 0 {
+                starts |= candidate;
+            } else if end & unknown != 0 {
+                *undecided |= candidate;
+            }
+            after_newline ^= candidate;
+            ends ^= end;
         }
-        after_newline &= after_newline - 1;
     }
     // White space right before a byte >= 0x80: is it the run's last?
     *undecided |= t & m.high >> 1;
@@ -161,24 +186,23 @@ impl Rules for Gpt4 {
         // ends a white-space run, so it starts a chunk of its own).
         let punct_start = p & !(p << 1) & !(m.space << 1);
         // `[^\r\n\p{L}\p{N}]?+\p{L}++`: a letter run starts a chunk unless
-        // the byte before it starts one and may be its prefix: white space
-        // that is no newline (it ends its run, so starts a chunk), or
-        // punctuation that starts a chunk (a run of one, then).
-        let prefix = t | punct_start;
+        // the character before it starts one and may be its prefix: white
+        // space that is no newline (it ends its run, so starts a chunk), or
+        // punctuation that starts a chunk (a run of one character, then).
+        let prefix = t | prefix_punct(m, punct_start);
         let letter_start = m.letter & !(m.letter << 1) & !(prefix << 1);
         starts |= punct_start | letter_start | digit_groups(m.digit);
         // `'(?i:[sdmt]|ll|ve|re)`, the first alternative, where a chunk
         // starts at the apostrophe. Its letters are already no starts (the
-        // apostrophe is their prefix, or they are in its letter run), but a
-        // letter right after it is: it starts a new letter run.
+        // apostrophe is their prefix, or they are in its letter run), but
+        // the byte after it is: a letter there starts a new letter run.
         undecided |= m.apostrophe & starts & !APOSTROPHE_DECIDED;
         let mut a = m.apostrophe & starts & APOSTROPHE_DECIDED;
         while a != 0 {
             let i = a.trailing_zeros();
             let k = contraction(folded(w, i as usize + 1), folded(w, i as usize + 2));
-            if k != 0 {
-                starts |= m.letter & 1 << (i + k);
-            }
+            // The contraction is a chunk: a chunk starts after it.
+            starts |= ((k != 0) as u64) << (i + k);
             a &= a - 1;
         }
         (starts, undecided)
@@ -208,7 +232,7 @@ impl Rules for Gpt4o {
         // not possessive, but giving it back only helps if the prefix
         // character could start the letters itself: a mark, never ASCII.
         let punct_start = p & !(p << 1) & !(m.space << 1);
-        let prefix = t | punct_start;
+        let prefix = t | prefix_punct(m, punct_start);
         let lower = m.letter & !m.upper;
         // A letter run is cut before each capital that follows a small
         // letter: `[UP]*[LOW]+` stops at the small letters' end, and the
@@ -266,14 +290,14 @@ impl Rules for Gpt2 {
         undecided |= white & m.high >> 1;
         // `'(?:[sdmt]|ll|ve|re)` (case-sensitive) where a chunk starts at the
         // apostrophe: its letters start no chunk (the first is a letter run's
-        // first), and a letter after them does.
+        // first), and the byte after them does.
         undecided |= m.apostrophe & starts & !APOSTROPHE_DECIDED;
         let mut a = m.apostrophe & starts & APOSTROPHE_DECIDED;
         while a != 0 {
             let i = a.trailing_zeros();
             let k = contraction(w[i as usize + 1], w[i as usize + 2]);
             if k != 0 {
-                starts = starts & !(((1 << (k - 1)) - 1) << (i + 1)) | m.letter & 1 << (i + k);
+                starts = starts & !(((1 << (k - 1)) - 1) << (i + 1)) | 1 << (i + k);
             }
             a &= a - 1;
         }

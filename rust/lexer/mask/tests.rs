@@ -5,7 +5,7 @@
 
 use super::super::tests::{adversarial_texts, rng, weighted, ALPHABET, ASCII_HEAVY, LEXERS, WHITE_HEAVY};
 use super::super::Lexer;
-use super::classify::{Bytewise, Classify};
+use super::classify::{known_high, Bytewise, Classify};
 use super::Engine;
 use fancy_regex::Regex;
 
@@ -69,8 +69,8 @@ fn run_piece(rand: &mut impl FnMut() -> u64) -> String {
     } as usize;
     let pick = |r: u64, s: &[&str]| s[(r % s.len() as u64) as usize].to_string();
     let rep = |s: &str| s.repeat(len);
-    match rand() % 20 {
-        0 => rep(&pick(rand(), &["a", "Z", "e", "s"])),
+    match rand() % 22 {
+        0 => rep(&pick(rand(), &["a", "Z", "e", "s", "é", "É", "“"])),
         1 => (0..len).map(|_| pick(rand(), &["a", "b", "Q", "R", "s", "T"])).collect(),
         2 => (0..len).map(|_| pick(rand(), &["0", "7", "9"])).collect(),
         3 => rep(" "),
@@ -81,6 +81,8 @@ fn run_piece(rand: &mut impl FnMut() -> u64) -> String {
         8 => pick(rand(), &["'s", "'S", "'t", "'d", "'m", "'ll", "'LL", "'lL", "'ve", "'VE", "'re", "'Re", "'x", "'", "'l", "'v", "'r", "'ſ"]),
         9 => pick(rand(), &["don't", "DON'T", "it's", "we'll", "they're", "I've", "o'clock", "rock'n'roll", "x''s", "it's's"]),
         10 => pick(rand(), &["é", "É", "ſ", "日本", "\u{301}", "٣", "\u{a0}", "\u{85}", "\u{2028}", "\u{3000}", "…", "“", "”", "’", "🙂", "Ⅻ"]),
+        18 => pick(rand(), &["“", "”", "‘", "’", "—", "–", "…", "′", "‿", "\u{2027}", "\u{2028}", "\u{2029}", "\u{202f}", "\u{200b}", "\u{200d}", "\u{2000}", "\u{203f}", "\u{2040}", "\u{2070}", "\u{20ac}"]),
+        19 => pick(rand(), &["é", "É", "æ", "Æ", "ß", "ÿ", "À", "Þ", "×", "÷", "ª", "µ", "\u{a0}", "²", "Ā", "ā", "ı", "é's", "É'S", "“Hello”", "don’t", "’s", " “", "“ ", ".“a", "×a", "a×", "Éa", "aÉ", "éÉ", "ÉÉé", "caféCafé"]),
         11 => (0..len).map(|_| pick(rand(), &["é", "a", " ", "б", "ж", "日", "1", ".", "\u{301}"])).collect(),
         12 => pick(rand(), &[" ", "  ", "\t", "\n", " \n", "\n ", "\r\n", "\n\t", ". ", ".\n", "./", "\n/", ".\n/"]),
         13 => pick(rand(), &["HTMLParser", "camelCase", "ABC", "aBc", "Hello", "WORLD", "iOS", "x"]),
@@ -113,11 +115,14 @@ fn classifiers_equal_the_bytewise_one() {
         }
         // SAFETY: the engines tested are those the CPU has.
         let want = unsafe { Bytewise::classify(&w) };
+        let want_high = unsafe { Bytewise::high_bytes(&w) };
         #[cfg(target_arch = "x86_64")]
         {
             assert_eq!(unsafe { super::Sse2::classify(&w) }, want, "{w:?}");
+            assert_eq!(unsafe { super::Sse2::high_bytes(&w) }, want_high, "{w:?}");
             if Engine::best() == Engine::Avx2 {
                 assert_eq!(unsafe { super::Avx2::classify(&w) }, want, "{w:?}");
+                assert_eq!(unsafe { super::Avx2::high_bytes(&w) }, want_high, "{w:?}");
             }
         }
         // The byte-by-byte classes are those of `ascii.rs`.
@@ -132,6 +137,54 @@ fn classifiers_equal_the_bytewise_one() {
             assert_eq!(bit(want.high), k == crate::ascii::HIGH);
         }
     }
+}
+
+/// The longer characters that `known_high` knows have the classes it gives
+/// them in the Unicode table, and no other character of 2 or 3 bytes is
+/// known: each such character, at every place in a window of `x`.
+#[test]
+fn known_high_characters_have_their_classes() {
+    use super::super::{table, L, LL, LM, LO, LT, LU, M, N, S};
+    let t = table();
+    let mut known = 0;
+    for c in ('\u{80}'..='\u{7ff}').chain('\u{2000}'..='\u{2fff}') {
+        let f = t[c as usize];
+        let mut buf = [0u8; 4];
+        let bytes = c.encode_utf8(&mut buf).as_bytes();
+        for at in 0..=64 - bytes.len() {
+            let mut w = [b'x'; 64];
+            w[at..at + bytes.len()].copy_from_slice(bytes);
+            // SAFETY: plain Rust.
+            let mut m = unsafe { Bytewise::classify(&w) };
+            unsafe { known_high(&mut m, Bytewise::high_bytes(&w)) };
+            let ours = (at..at + bytes.len()).map(|i| 1u64 << i).sum::<u64>();
+            let x_letters = !ours & ((1u128 << 64) - 1) as u64;
+            // The x's around it are untouched.
+            assert_eq!(m.letter & x_letters, x_letters, "{c:?} at {at}");
+            assert_eq!(m.high & x_letters | m.upper & x_letters | m.punct_tail & x_letters, 0, "{c:?} at {at}");
+            if m.high & ours != 0 {
+                // Unknown: all its bytes stay undecided, in no class.
+                assert_eq!(m.high & ours, ours, "{c:?} at {at}");
+                assert_eq!((m.letter | m.upper | m.punct_tail) & ours, 0, "{c:?} at {at}");
+                continue;
+            }
+            known += 1;
+            if m.letter & ours != 0 {
+                // A letter, of one case class only (GPT-4o's UP or LOW).
+                assert_eq!(m.letter & ours, ours, "{c:?}");
+                assert!(f & L != 0 && f & (LT | LM | LO | M) == 0 && f & (LU | LL) != 0, "{c:?}");
+                let upper = if f & LU != 0 { ours } else { 0 };
+                assert_eq!(m.upper & ours, upper, "{c:?}");
+                assert_eq!(m.punct_tail & ours, 0, "{c:?}");
+            } else {
+                // Punctuation: not a letter, number, mark or white space.
+                assert!(f & (L | N | S | M) == 0, "{c:?}");
+                assert_eq!(m.punct_tail & ours, ours & !(1 << at), "{c:?}");
+                assert_eq!(m.upper & ours, 0, "{c:?}");
+            }
+        }
+    }
+    assert!(known > 1000, "{known}");
 }
 
 /// Texts of runs of every kind and length, 60 to 400 bytes: every run
@@ -229,7 +282,10 @@ fn mask_lexer_equals_exact_lexer_on_contractions_at_every_place() {
 fn mask_lexer_equals_exact_lexer_on_mixed_scripts() {
     let mut rand = rng(0xabad_1dea_dead_beef);
     let ascii = ["The quick brown fox. ", "x = 1234567;\n", "    return y\n", "\"quoted\" ", "it's ", "  \t ", "A", "\n\n"];
-    let other = ["Привет мир. ", "日本語のテキスト", "é", "naïve café ", "“", "”", "\u{a0}", "\u{3000}", "٣٤", "e\u{301}", "🙂 ", "ſ"];
+    let other = [
+        "Привет мир. ", "日本語のテキスト", "é", "naïve café ", "“", "”", "\u{a0}", "\u{3000}", "٣٤", "e\u{301}", "🙂 ", "ſ",
+        "Ærøskøbing ", "’", "—", "…", "×", "ÀÉÎ", "“Quoted,” ", "don’t ", "Ā",
+    ];
     for _ in 0..super::super::tests::iterations() / 3 {
         let mut text = String::new();
         while text.len() < 300 {
