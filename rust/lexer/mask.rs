@@ -44,6 +44,7 @@ use super::Text;
 #[cfg(target_arch = "x86_64")]
 use classify::{Avx2, Sse2};
 use classify::{known_high, Classify};
+
 pub(crate) use rules::{Gpt2, Gpt4, Gpt4o, Rules};
 
 /// Bytes per window.
@@ -120,6 +121,71 @@ impl Engine {
     }
 }
 
+/// A window's chunk starts and undecided bytes, with a classifier: the
+/// classes (`classify.rs`), then the rules (`rules.rs`).
+///
+/// # Safety
+/// The CPU must have what `C` uses.
+#[inline(always)]
+unsafe fn window<C: Classify, R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
+    let mut m = C::classify(w);
+    if m.high != 0 {
+        known_high(&mut m, C::high_bytes(w));
+    }
+    R::starts(&m, w)
+}
+
+/// How the lexing loop gets a window's starts: inlined (SSE2, the plain
+/// classifier), or by a call of a function compiled for AVX2.
+///
+/// Why a call: compiled for AVX2 as a whole, with the exact lexer and the
+/// caller's closure inlined into it, the loop took ~38 more instructions
+/// per chunk of the exact lexer (text of combining marks with GPT-4o: 12%
+/// more), and had to clear the upper halves of the vector registers
+/// (`vzeroupper`) before each call it makes. A call per window costs a few
+/// instructions per ~60 bytes.
+trait Window {
+    /// # Safety
+    /// The CPU must have what the implementation uses.
+    unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64);
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Window for Sse2 {
+    #[inline(always)]
+    unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
+        window::<Sse2, R>(w)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Window for Avx2 {
+    #[inline(always)]
+    unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
+        window_avx2::<R>(w)
+    }
+}
+
+/// `window` compiled for AVX2 (and BMI1/2: `trailing_zeros`, clearing the
+/// lowest bit in one instruction each).
+///
+/// # Safety
+/// The CPU must have AVX2, BMI1 and BMI2 (`Engine::best` checks AVX2; every
+/// CPU with AVX2 has the others).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+unsafe fn window_avx2<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
+    window::<Avx2, R>(w)
+}
+
+#[cfg(test)]
+impl Window for classify::Bytewise {
+    #[inline(always)]
+    unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
+        window::<classify::Bytewise, R>(w)
+    }
+}
+
 impl<'a> Text<'a> {
     /// Calls `f` on each chunk, with `engine`; `next` gives the end of the
     /// chunk at `i` (the exact lexer), `R` the same pattern's mask rules.
@@ -138,23 +204,11 @@ impl<'a> Text<'a> {
             // SAFETY: `Engine::best` picks AVX2 only where the CPU has it
             // (and the tests only where `best` did).
             #[cfg(target_arch = "x86_64")]
-            Engine::Avx2 => unsafe { self.tile_avx2::<R>(f, next) },
+            Engine::Avx2 => unsafe { self.tile_masks::<Avx2, R>(f, next) },
             // SAFETY: plain Rust.
             #[cfg(test)]
             Engine::Bytewise => unsafe { self.tile_masks::<classify::Bytewise, R>(f, next) },
         }
-    }
-
-    /// The mask lexer's loop compiled for AVX2 (and BMI1/2, for
-    /// `trailing_zeros` and clearing the lowest bit in one instruction
-    /// each), with the caller's closure inlined into it.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2, BMI1, BMI2 (every CPU with AVX2 has them).
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
-    unsafe fn tile_avx2<R: Rules>(&self, f: impl FnMut(&'a str), next: impl Fn(&Self, usize) -> usize) {
-        self.tile_masks::<Avx2, R>(f, next)
     }
 
     /// The mask lexer (see the module's comment).
@@ -168,7 +222,7 @@ impl<'a> Text<'a> {
     /// # Safety
     /// The CPU must have what `C` uses.
     #[inline(always)]
-    unsafe fn tile_masks<C: Classify, R: Rules>(&self, mut f: impl FnMut(&'a str), next: impl Fn(&Self, usize) -> usize) {
+    unsafe fn tile_masks<C: Window, R: Rules>(&self, mut f: impl FnMut(&'a str), next: impl Fn(&Self, usize) -> usize) {
         let n = self.b.len();
         // The next chunk starts here.
         let mut start = 0;
@@ -186,6 +240,14 @@ impl<'a> Text<'a> {
                 // `start`, in the text (see `Text::tile`); so is `start`, 0
                 // or the last end.
                 f(self.s.get_unchecked(start..end));
+                if end - start >= WINDOW {
+                    // After a chunk this long (a run of white space,
+                    // punctuation or letters), the exact lexer goes on a
+                    // while: often the next window would find nothing
+                    // either ("1000 spaces, x" again and again; ~10% faster
+                    // on that).
+                    exact_to = exact_to.max((end + WINDOW).min(n));
+                }
                 start = end;
             }
             if n - start < WINDOW {
@@ -198,11 +260,7 @@ impl<'a> Text<'a> {
             }
             // SAFETY: `start + 64 <= n`: 64 bytes of the text.
             let w = &*(self.b.as_ptr().add(start) as *const [u8; WINDOW]);
-            let mut m = C::classify(w);
-            if m.high != 0 {
-                known_high(&mut m, C::high_bytes(w));
-            }
-            let (starts, undecided) = R::starts(&m, w);
+            let (starts, undecided) = C::starts::<R>(w);
             #[cfg(test)]
             count(|s| s.windows += 1);
             // Bit 63 is always undecided: u <= 63.
