@@ -239,10 +239,7 @@ impl<'a> Text<'a> {
         i
     }
 
-    // Always inlined: the mask lexer's loop, compiled for AVX2, did not
-    // inline it (as the plain loop did), and a call per run made text of
-    // combining marks 7% slower.
-    #[inline(always)]
+    #[inline]
     fn run_of(&self, mut i: usize, bits: u16) -> usize {
         // The hot loop of non-ASCII text: ASCII bytes are looked up directly,
         // without decoding a char; other characters take the general path.

@@ -101,23 +101,42 @@ pub(crate) enum Engine {
 }
 
 impl Engine {
-    /// The fastest this CPU has.
+    /// The fastest this CPU has: AVX2, else SSE2 (x86_64), else the exact
+    /// lexer alone. `BPE_LEXER=exact` or `=sse2` in the environment (read
+    /// once) picks a slower one, to compare them in one build.
     #[inline]
     pub(crate) fn best() -> Engine {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::env::var("MASK_SSE2").is_ok() { return Engine::Sse2; }
-            if std::env::var("MASK_EXACT").is_ok() { return Engine::Exact; }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                Engine::Avx2
-            } else {
-                Engine::Sse2
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static BEST: AtomicU8 = AtomicU8::new(0);
+        let code = match BEST.load(Ordering::Relaxed) {
+            0 => {
+                let code = Self::detect();
+                BEST.store(code, Ordering::Relaxed);
+                code
             }
+            code => code,
+        };
+        match code {
+            #[cfg(target_arch = "x86_64")]
+            2 => Engine::Sse2,
+            #[cfg(target_arch = "x86_64")]
+            3 => Engine::Avx2,
+            _ => Engine::Exact,
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            Engine::Exact
+    }
+
+    /// `best`'s engine, as 1 (exact), 2 (SSE2) or 3 (AVX2).
+    #[cold]
+    fn detect() -> u8 {
+        let asked = std::env::var("BPE_LEXER").unwrap_or_default();
+        if asked == "exact" || !cfg!(target_arch = "x86_64") {
+            return 1;
         }
+        #[cfg(target_arch = "x86_64")]
+        if asked != "sse2" && std::arch::is_x86_feature_detected!("avx2") {
+            return 3;
+        }
+        2
     }
 }
 
@@ -231,24 +250,17 @@ impl<'a> Text<'a> {
         // Windows in a row that ended early (see `SCALAR_STRETCH`).
         let mut sparse_windows = 0;
         loop {
-            while start < exact_to {
-                let end = next(self, start);
-                #[cfg(test)]
-                count(|s| s.exact_chunks += 1);
-                debug_assert!(start < end && end <= n && self.s.is_char_boundary(end));
-                // SAFETY: the exact lexer's ends are char boundaries after
-                // `start`, in the text (see `Text::tile`); so is `start`, 0
-                // or the last end.
-                f(self.s.get_unchecked(start..end));
-                if end - start >= WINDOW {
+            if start < exact_to {
+                let last;
+                (start, last) = self.exact_until(start, exact_to, &mut f, &next);
+                if start - last >= WINDOW && start < n {
                     // After a chunk this long (a run of white space,
                     // punctuation or letters), the exact lexer goes on a
                     // while: often the next window would find nothing
-                    // either ("1000 spaces, x" again and again; ~10% faster
-                    // on that).
-                    exact_to = exact_to.max((end + WINDOW).min(n));
+                    // either ("1000 spaces, x" again and again: ~10% faster).
+                    exact_to = (start + WINDOW).min(n);
+                    continue;
                 }
-                start = end;
             }
             if n - start < WINDOW {
                 // The text's last bytes, or its end.
@@ -308,5 +320,36 @@ impl<'a> Text<'a> {
                 found &= found - 1;
             }
         }
+    }
+
+    /// The exact lexer from `start` (a chunk start) until a chunk starts at
+    /// `stop` or later; returns where, and where the last chunk started. A
+    /// function of its own, not inlined: the loop of `Text::tile`, compiled
+    /// much as there. (Inlined into the mask lexer's loop, with that loop's
+    /// variables live around it, it took 8 more instructions per chunk: 3-4%
+    /// slower on text of combining marks, which the exact lexer takes nearly
+    /// all of.)
+    #[inline(never)]
+    fn exact_until(
+        &self,
+        mut start: usize,
+        stop: usize,
+        f: &mut impl FnMut(&'a str),
+        next: &impl Fn(&Self, usize) -> usize,
+    ) -> (usize, usize) {
+        let mut last = start;
+        while start < stop {
+            let end = next(self, start);
+            #[cfg(test)]
+            count(|s| s.exact_chunks += 1);
+            debug_assert!(start < end && end <= self.b.len() && self.s.is_char_boundary(end));
+            // SAFETY: the exact lexer's ends are char boundaries after
+            // `start`, in the text (see `Text::tile`); so is `start`, 0 or
+            // the last end (of either lexer).
+            f(unsafe { self.s.get_unchecked(start..end) });
+            last = start;
+            start = end;
+        }
+        (start, last)
     }
 }
