@@ -11,27 +11,34 @@
 //! (`trailing_zeros`, clear the lowest bit), with no branch on the chunk's
 //! kind.
 //!
-//! How (`tile`): at a chunk start, classify the next 64 bytes into bitmasks
-//! (`classify.rs`: SSE2 or AVX2), derive the bytes where chunks start and
-//! those the algebra cannot decide (`rules.rs`), and hand out the chunks
-//! that end before the first undecided byte. The chunk that starts last
-//! before it is then either the start of the next window (when only the
-//! window's end stopped the algebra), or handed to the exact lexer, which
-//! goes on chunk by chunk until it is past the undecided byte (a byte >=
-//! 0x80, white space before one, a contraction or white-space run at the
-//! window's end, a chunk longer than the window). Every window starts at a
-//! chunk start, so it needs nothing from before it: no pattern looks behind.
-//! The last 63 bytes of the text (and texts shorter than 64 bytes) take the
-//! exact lexer, so the algebra never meets the end of the text (`\s++$`).
+//! How (`Text::tile_masks`): at a chunk start, classify the next 64 bytes
+//! into bitmasks (`classify.rs`: SSE2 or AVX2), derive the bytes where
+//! chunks start and those the algebra cannot decide (`rules.rs`), and hand
+//! out the chunks that end before the first undecided byte. The chunk that
+//! starts last before it is then either the start of the next window (when
+//! only the window's end stopped the algebra), or handed to the exact lexer,
+//! which goes on chunk by chunk until it is past the undecided byte (a byte
+//! of a character the masks do not know, white space before one, a
+//! contraction or white-space run at the window's end, a chunk longer than
+//! the window). Every window starts at a chunk start, so it needs nothing
+//! from before it: no pattern looks behind. The last 63 bytes of the text
+//! (and texts shorter than 64 bytes) take the exact lexer, so the algebra
+//! never meets the end of the text (`\s++$`).
+//!
+//! The masks know ASCII, and the longer characters that English has most:
+//! the letters of Latin-1 (`é`, `æ`) and the punctuation of U+2010..=U+203F
+//! (`“ ” ’ — …`), see `classify::known_high`. Anything else is the exact
+//! lexer's.
 //!
 //! Exactness: the exact lexer is the reference (and itself tested against
 //! fancy-regex); the tests (`mask/tests.rs`) compare the two on random
 //! texts built to put every kind of run across window edges, on adversarial
-//! texts and on the corpora, and every rule in `rules.rs` says why it is
-//! the pattern's. Texts mostly of longer characters (most of FLORES-200)
-//! would find little to decide: after windows that decide nothing, the
-//! exact lexer runs alone for a while (`SCALAR_STRETCH`), so such text pays
-//! for a window only every few hundred bytes.
+//! texts and on the corpora (and `fuzzing::pretokenize` on whatever the
+//! fuzzer finds), and every rule in `rules.rs` says why it is the
+//! pattern's. Texts mostly of characters the masks do not know (most of
+//! FLORES-200) find little to decide: after windows that end within a few
+//! bytes, the exact lexer runs alone for a while (`SCALAR_STRETCH`), so such
+//! text pays for a window only every few hundred bytes.
 //!
 //! Measurements: docs/performance.md, "Lexing, mask lexer".
 
@@ -162,7 +169,9 @@ unsafe fn window<C: Classify, R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
 /// per chunk of the exact lexer (text of combining marks with GPT-4o: 12%
 /// more), and had to clear the upper halves of the vector registers
 /// (`vzeroupper`) before each call it makes. A call per window costs a few
-/// instructions per ~60 bytes.
+/// instructions per ~60 bytes. (And not a `#[target_feature]` on `classify`
+/// alone: LLVM did not inline it through the generic loop, see
+/// `classify.rs`.)
 trait Window {
     /// # Safety
     /// The CPU must have what the implementation uses.
@@ -232,11 +241,12 @@ impl<'a> Text<'a> {
 
     /// The mask lexer (see the module's comment).
     ///
-    /// Two loops: the exact lexer's, chunk by chunk up to `exact_to`, and a
-    /// window's, which hands out the chunks its mask found and says how far
-    /// the exact lexer must go next. (One loop with one call of `f` for both
-    /// cost the exact lexer's chunks ~25 instructions each, as many bytes
-    /// >= 0x80 as there are chunks: 15% more for text of combining marks.)
+    /// Each turn: the exact lexer up to `exact_to` (`exact_until`, a loop
+    /// of its own), then a window, whose decided chunks are handed out here
+    /// and which says how far the exact lexer must go next. (With both in
+    /// one loop and one call of `f`, the exact lexer's chunks took ~25 more
+    /// instructions each: 15% more on text of combining marks, where the
+    /// exact lexer takes nearly every chunk.)
     ///
     /// # Safety
     /// The CPU must have what `C` uses.
