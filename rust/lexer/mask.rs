@@ -176,6 +176,20 @@ trait Window {
     /// # Safety
     /// The CPU must have what the implementation uses.
     unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64);
+
+    /// The end of the run of ASCII white space from `from`, and the end of
+    /// its last newline if it has one; None if the run reaches a byte >=
+    /// 0x80 or the last `(b.len() - from) % 16` bytes (`classify::white_run`).
+    ///
+    /// # Safety
+    /// As for `starts`.
+    #[inline(always)]
+    unsafe fn white_run(b: &[u8], from: usize) -> Option<(usize, Option<usize>)> {
+        #[cfg(target_arch = "x86_64")]
+        return classify::white_run_sse2(b, from);
+        #[cfg(not(target_arch = "x86_64"))]
+        return classify::white_run(b, from);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -211,6 +225,10 @@ impl Window for classify::Bytewise {
     #[inline(always)]
     unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
         window::<classify::Bytewise, R>(w)
+    }
+
+    unsafe fn white_run(b: &[u8], from: usize) -> Option<(usize, Option<usize>)> {
+        classify::white_run(b, from)
     }
 }
 
@@ -304,14 +322,12 @@ impl<'a> Text<'a> {
                 }
             } else {
                 sparse_windows = 0;
-                if last < 63 - LONG {
-                    // A chunk that starts this far from the horizon and
-                    // reaches it is long (white space, a long word): the
-                    // exact lexer takes it, rather than a window that would
-                    // find nothing.
-                    exact_to = start + last as usize + 1;
-                }
             }
+            // A chunk that starts this far from the horizon and reaches it is
+            // long (white space, a long word): rather than a window that
+            // would find nothing, a run of white space is scanned to its end
+            // (`long_white`), anything else is the exact lexer's.
+            let long = u == 63 && last < 63 - LONG;
             let base = start;
             while found != 0 {
                 let end = base + found.trailing_zeros() as usize;
@@ -329,7 +345,63 @@ impl<'a> Text<'a> {
                 start = end;
                 found &= found - 1;
             }
+            if long {
+                match self.b[start] {
+                    b'\t'..=b'\r' | b' ' => match self.long_white::<C, R>(start, &mut f) {
+                        Some(next) => start = next,
+                        None => exact_to = start + 1,
+                    },
+                    _ => exact_to = start + 1,
+                }
+            }
         }
+    }
+
+    /// A run of white space from `a` (a chunk start) that goes on past a
+    /// window: its end and last newline found 16 bytes at a time
+    /// (`Window::white_run`), its chunks handed to `f` by the pattern's
+    /// rules for white space; returns where the next chunk starts. None
+    /// (for the exact lexer) if the run is a single character (then it is a
+    /// prefix, or `\s` alone), or ends at a byte >= 0x80 (which may go on
+    /// with it: U+00A0, U+3000...) or near the end of the text (`\s++$`).
+    ///
+    /// Why: long runs of spaces, such as padding, took the exact lexer's
+    /// 8-byte scan, and a window at each run that found nothing; whether
+    /// that came out faster than before depended on where the linker put
+    /// that scan's loop ("1000 spaces, x" again and again: 3-11% slower,
+    /// in the exact lexer alone as much).
+    ///
+    /// The rules, for a run `[a, b)` that does not end the text, with `r`
+    /// the end of its last newline (GPT-4, GPT-4o; `a` if none, and always
+    /// for GPT-2): `[a, r)` is one chunk (`\s*[\r\n]`, `\s*[\r\n]+`: the
+    /// greedy `\s*` backs off to the last newline); then `\s+(?!\S)` leaves
+    /// the last character for the next chunk: `[r, b - 1)` is a chunk if not
+    /// empty, and the next one starts at `b - 1` (or at `b` if `r == b`).
+    ///
+    /// # Safety
+    /// The CPU must have what `C` uses.
+    #[inline(never)]
+    unsafe fn long_white<C: Window, R: Rules>(&self, a: usize, f: &mut impl FnMut(&'a str)) -> Option<usize> {
+        let (b, newline) = C::white_run(self.b, a)?;
+        if b - a < 2 {
+            return None;
+        }
+        let r = if R::NEWLINE_CUT { newline.unwrap_or(a) } else { a };
+        let mut emit = |from: usize, to: usize| {
+            #[cfg(test)]
+            count(|s| s.mask_chunks += 1);
+            debug_assert!(from < to && to <= self.b.len() && self.s.is_char_boundary(to));
+            // SAFETY: `a` is a char boundary, and the run's bytes are ASCII.
+            f(self.s.get_unchecked(from..to))
+        };
+        if r > a {
+            emit(a, r);
+        }
+        if b - r >= 2 {
+            emit(r, b - 1);
+            return Some(b - 1);
+        }
+        Some(r)
     }
 
     /// The exact lexer from `start` (a chunk start) until a chunk starts at

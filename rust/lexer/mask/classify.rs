@@ -82,6 +82,59 @@ pub(crate) fn known_high(m: &mut Masks, h: HighBytes) {
     m.high &= !(latin | latin << 1 | lead3 | tail3);
 }
 
+/// The end of the run of ASCII white space in `b` from `from`, and the end
+/// of its last newline (`\r`, `\n`) if it has one; None if the run reaches
+/// a byte >= 0x80, or the last `(b.len() - from) % 16` bytes. Byte by byte:
+/// the reference for `white_run_sse2` (and the version for other CPUs).
+#[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
+pub(crate) fn white_run(b: &[u8], from: usize) -> Option<(usize, Option<usize>)> {
+    // As far as whole 16-byte blocks from `from` go, as `white_run_sse2`.
+    let limit = from + (b.len() - from) / 16 * 16;
+    let mut newline = None;
+    for (i, &c) in b.iter().enumerate().take(limit).skip(from) {
+        match c {
+            b'\n' | b'\r' => newline = Some(i + 1),
+            b'\t' | 0x0B | 0x0C | b' ' => {}
+            0x80.. => return None,
+            _ => return Some((i, newline)),
+        }
+    }
+    None
+}
+
+/// `white_run`, 16 bytes at a time (SSE2).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn white_run_sse2(b: &[u8], mut i: usize) -> Option<(usize, Option<usize>)> {
+    use std::arch::x86_64::*;
+    let mut newline = None;
+    while i + 16 <= b.len() {
+        // SAFETY: 16 bytes of `b` from `i`; SSE2 is part of x86_64.
+        let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+        let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+        // `\t`..=`\r` (9..=13): see `bias` below.
+        let controls = _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x77)), _mm_set1_epi8(-123));
+        let white = _mm_movemask_epi8(_mm_or_si128(controls, eq(b' '))) as u32;
+        let newlines = _mm_movemask_epi8(_mm_or_si128(eq(b'\n'), eq(b'\r'))) as u32;
+        let stop = !white & 0xFFFF;
+        if stop == 0 {
+            if newlines != 0 {
+                newline = Some(i + 32 - newlines.leading_zeros() as usize);
+            }
+            i += 16;
+            continue;
+        }
+        // The newlines before the first byte that is no white space.
+        let newlines = newlines & ((stop & stop.wrapping_neg()) - 1);
+        if newlines != 0 {
+            newline = Some(i + 32 - newlines.leading_zeros() as usize);
+        }
+        let end = i + stop.trailing_zeros() as usize;
+        return if b[end] >= 0x80 { None } else { Some((end, newline)) };
+    }
+    None
+}
+
 /// A way to classify 64 bytes: reads `w[0..64]` only.
 pub(crate) trait Classify {
     /// The ASCII classes, and `high` for all bytes >= 0x80.

@@ -37,6 +37,9 @@ const APOSTROPHE_DECIDED: u64 = (1 << 61) - 1;
 
 /// The three patterns' rules.
 pub(crate) trait Rules {
+    /// Whether white space is cut after its last newline (`\s*[\r\n]`).
+    const NEWLINE_CUT: bool;
+
     /// The chunk starts and the undecided bytes of the window `w` (whose
     /// byte 0 starts a chunk), given its classes `m`.
     fn starts(m: &Masks, w: &[u8; 64]) -> (u64, u64);
@@ -174,6 +177,8 @@ fn absorbed(m: &Masks, p: u64, run: u64) -> u64 {
 pub(crate) struct Gpt4;
 
 impl Rules for Gpt4 {
+    const NEWLINE_CUT: bool = true;
+
     #[inline(always)]
     fn starts(m: &Masks, w: &[u8; 64]) -> (u64, u64) {
         let mut undecided = m.high | HORIZON;
@@ -217,6 +222,8 @@ impl Rules for Gpt4 {
 pub(crate) struct Gpt4o;
 
 impl Rules for Gpt4o {
+    const NEWLINE_CUT: bool = true;
+
     #[inline(always)]
     fn starts(m: &Masks, w: &[u8; 64]) -> (u64, u64) {
         let mut undecided = m.high | HORIZON;
@@ -274,6 +281,8 @@ impl Rules for Gpt4o {
 pub(crate) struct Gpt2;
 
 impl Rules for Gpt2 {
+    const NEWLINE_CUT: bool = false;
+
     #[inline(always)]
     fn starts(m: &Masks, w: &[u8; 64]) -> (u64, u64) {
         let mut undecided = m.high | HORIZON;

@@ -235,6 +235,24 @@ fn mask_lexer_equals_fancy_regex_on_runs_across_windows() {
     }
 }
 
+/// The white-space scan (of long runs) equals the byte-by-byte one: random
+/// texts of mostly white space, from every place.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn white_run_scans_agree() {
+    let bytes = [b' ', b'\t', b'\n', b'\r', 0x0B, 0x0C, b'x', b'.', 0x1C, 0xC2, 0xA0];
+    let mut rand = rng(0x7777_1234_abcd_0001);
+    for _ in 0..20_000 {
+        let n = (rand() % 80) as usize;
+        let text: Vec<u8> =
+            (0..n).map(|_| if rand() % 8 != 0 { bytes[(rand() % 6) as usize] } else { bytes[6 + (rand() % 5) as usize] }).collect();
+        for from in 0..n {
+            // SAFETY: SSE2 is part of x86_64.
+            assert_eq!(unsafe { super::classify::white_run_sse2(&text, from) }, super::classify::white_run(&text, from), "{text:?} from {from}");
+        }
+    }
+}
+
 /// Long runs of one character around window edges: every length from 0 to
 /// 200 after every prefix length from 0 to 70, before each kind of byte.
 #[test]
@@ -250,6 +268,8 @@ fn mask_lexer_equals_exact_lexer_on_long_runs() {
                     let text = format!("{}{}{end}{}", "w".repeat(pre), run.repeat(len), " tail of the text to fill a window".repeat(3));
                     for (lexer, _) in LEXERS {
                         check(lexer, &text);
+                        // And with the run at (or near) the end of the text.
+                        check(lexer, &text[..pre + run.len() * len + end.len()]);
                     }
                 }
             }
