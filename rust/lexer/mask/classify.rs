@@ -135,6 +135,28 @@ pub(crate) unsafe fn white_run_sse2(b: &[u8], mut i: usize) -> Option<(usize, Op
     None
 }
 
+/// `ascii::letters_end` (the end of the run of ASCII letters from `i`), 16
+/// bytes at a time (SSE2), then byte by byte for the last few.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn letter_run_sse2(b: &[u8], mut i: usize) -> usize {
+    use std::arch::x86_64::*;
+    while i + 16 <= b.len() {
+        // SAFETY: 16 bytes of `b` from `i`; SSE2 is part of x86_64.
+        let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+        // `| 0x20` maps `A`-`Z` onto `a`-`z` (and no other byte there);
+        // then `a`..=`z` as in `x86::bias`.
+        let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        let letters = _mm_cmplt_epi8(_mm_add_epi8(folded, _mm_set1_epi8(0x1F)), _mm_set1_epi8(-102));
+        let stop = !(_mm_movemask_epi8(letters) as u32) & 0xFFFF;
+        if stop != 0 {
+            return i + stop.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    crate::ascii::letters_end(b, i)
+}
+
 /// A way to classify 64 bytes: reads `w[0..64]` only.
 pub(crate) trait Classify {
     /// The ASCII classes, and `high` for all bytes >= 0x80.

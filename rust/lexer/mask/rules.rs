@@ -40,6 +40,11 @@ pub(crate) trait Rules {
     /// Whether white space is cut after its last newline (`\s*[\r\n]`).
     const NEWLINE_CUT: bool;
 
+    /// Whether a chunk that starts at a letter is that letter's run,
+    /// `\p{L}++` (GPT-2, GPT-4; not GPT-4o, whose words are cut between
+    /// cases).
+    const LETTER_RUNS: bool;
+
     /// The chunk starts and the undecided bytes of the window `w` (whose
     /// byte 0 starts a chunk), given its classes `m`.
     fn starts(m: &Masks, w: &[u8; 64]) -> (u64, u64);
@@ -177,6 +182,7 @@ fn absorbed(m: &Masks, p: u64, run: u64) -> u64 {
 pub(crate) struct Gpt4;
 
 impl Rules for Gpt4 {
+    const LETTER_RUNS: bool = true;
     const NEWLINE_CUT: bool = true;
 
     #[inline(always)]
@@ -222,6 +228,7 @@ impl Rules for Gpt4 {
 pub(crate) struct Gpt4o;
 
 impl Rules for Gpt4o {
+    const LETTER_RUNS: bool = false;
     const NEWLINE_CUT: bool = true;
 
     #[inline(always)]
@@ -281,6 +288,7 @@ impl Rules for Gpt4o {
 pub(crate) struct Gpt2;
 
 impl Rules for Gpt2 {
+    const LETTER_RUNS: bool = true;
     const NEWLINE_CUT: bool = false;
 
     #[inline(always)]

@@ -253,6 +253,24 @@ fn white_run_scans_agree() {
     }
 }
 
+/// The letter scan (of long words) equals `ascii::letters_end`: random
+/// texts of mostly letters, from every place.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn letter_run_scans_agree() {
+    let bytes = [b'a', b'z', b'A', b'Z', b'm', b'Q', b'@', b'[', b'`', b'{', b' ', b'1', 0xC3, 0xA9, 0xFF];
+    let mut rand = rng(0x1357_9bdf_2468_ace0);
+    for _ in 0..20_000 {
+        let n = (rand() % 80) as usize;
+        let text: Vec<u8> =
+            (0..n).map(|_| if !rand().is_multiple_of(8) { bytes[(rand() % 6) as usize] } else { bytes[6 + (rand() % 9) as usize] }).collect();
+        for from in 0..n {
+            // SAFETY: SSE2 is part of x86_64.
+            assert_eq!(unsafe { super::classify::letter_run_sse2(&text, from) }, crate::ascii::letters_end(&text, from), "{text:?} from {from}");
+        }
+    }
+}
+
 /// Long runs of one character around window edges: every length from 0 to
 /// 200 after every prefix length from 0 to 70, before each kind of byte.
 #[test]
