@@ -25,6 +25,11 @@
 //! (and texts shorter than 64 bytes) take the exact lexer, so the algebra
 //! never meets the end of the text (`\s++$`).
 //!
+//! A chunk that reaches the window's end from far before it (a run of white
+//! space, a long word) is scanned to its end 16 bytes at a time instead
+//! (white space, and GPT-2's and GPT-4's words: `long_white`,
+//! `Window::letter_run`), or given to the exact lexer.
+//!
 //! The masks know ASCII, and the longer characters that English has most:
 //! the letters of Latin-1 (`é`, `æ`) and the punctuation of U+2010..=U+203F
 //! (`“ ” ’ — …`), see `classify::known_high`. Anything else is the exact
