@@ -1,5 +1,7 @@
 //! Where chunks start in a 64-byte window, from its byte classes: the bit
-//! algebra of each split pattern, for ASCII text.
+//! algebra of each split pattern, for ASCII text (and the longer characters
+//! `classify::known_high` gives a class to: each of their bytes has the
+//! character's class).
 //!
 //! The window starts where a chunk starts (the lexer only puts one there),
 //! and no pattern looks behind, so the window is lexed as if the text began
@@ -12,8 +14,9 @@
 //! bytes where the algebra does not know ("undecided"). Only the starts
 //! before the first undecided byte are used; the lexer hands the chunk that
 //! runs into it to the exact lexer (`Text::gpt4` etc.). Undecided are:
-//! - every byte >= 0x80: it may be a letter, a mark, white space, a digit or
-//!   punctuation, and it may join the run before it;
+//! - every byte >= 0x80 of a character the masks do not know: it may be a
+//!   letter, a mark, white space, a digit or punctuation, and it may join
+//!   the run before it;
 //! - white space right before such a byte (does the white-space run end
 //!   there, and so give its last character to the next chunk?);
 //! - byte 63, the window's horizon, and whatever needs to see past it: a
@@ -50,7 +53,9 @@ pub(crate) trait Rules {
     fn starts(m: &Masks, w: &[u8; 64]) -> (u64, u64);
 }
 
-/// ASCII punctuation: not a letter, digit, white space or a byte >= 0x80.
+/// Punctuation: not a letter, digit, white space or a byte of an unknown
+/// character (so ASCII punctuation, and the bytes of the punctuation that
+/// `known_high` knows).
 #[inline(always)]
 fn punctuation(m: &Masks) -> u64 {
     !(m.letter | m.digit | m.white | m.high)
@@ -118,15 +123,15 @@ fn prefix_punct(m: &Masks, punct_start: u64) -> u64 {
 /// - after its last newline, if white space follows it: the greedy `\s*`
 ///   backs off to that newline and no further;
 /// - before its last byte, if that is no newline: `\s+(?!\S)` backs off one
-///   character, which is left to start the next chunk (`" word"`); on its
-///   own it is `\s`, or `\s+(?!\S)` if what follows is white space too...
-///   which cannot be: it is the last. A run of one is cut there anyway.
+///   character, which is left to start the next chunk (`" word"`, or `\s`
+///   alone). A run of one is cut there anyway.
 ///
 /// The cut after the last newline needs to know that no newline comes later
 /// in the run: for each newline followed by two or more `t` (one is the
 /// "last byte" cut), the `t` run is followed to its end. A newline there:
 /// no cut; a byte >= 0x80 (maybe `\u{85}`, `\u{a0}`...) or the horizon:
-/// undecided. (Indented lines of code take this loop once per line.)
+/// undecided; anything else: a cut. (Indented lines of code take this loop
+/// once per line.)
 #[inline(always)]
 fn white_cuts(m: &Masks, newline: u64, t: u64, undecided: &mut u64) -> u64 {
     let ws = t | newline;
@@ -162,9 +167,9 @@ fn white_cuts(m: &Masks, newline: u64, t: u64, undecided: &mut u64) -> u64 {
 
 /// The newlines that punctuation takes: the run of bytes of `run` (`\r\n`
 /// for GPT-4's `[\r\n]*+`, `\r\n/` for GPT-4o's `[\r\n/]*`) from a newline
-/// right after ASCII punctuation. Whatever chunk that punctuation is in (a
-/// punctuation run: a punctuation byte is only ever in one, or the prefix of
-/// a letter run, which needs a letter after it), it takes them.
+/// right after punctuation. That punctuation is in a punctuation run's
+/// chunk (it could otherwise only be a letter run's prefix, which needs a
+/// letter after it), and that chunk takes them.
 ///
 /// Adding a bit at the run's first newline carries through the run and
 /// clears it: the bits that `run + first` clears are the run from there on.
