@@ -4,7 +4,7 @@
 //!
 //! Each function takes the fuzzer's raw bytes and panics on a wrong result:
 //! - [`pretokenize`]: the hand-written lexers equal fancy-regex on arbitrary
-//!   UTF-8; cutting at any line or word cut, and by `segments` and
+//!   UTF-8, and the mask lexer equals the exact one; cutting at any line or word cut, and by `segments` and
 //!   `pieces::cut`, changes no chunk; the cut finders never panic on
 //!   arbitrary bytes.
 //! - [`custom_pattern`]: any pattern either fails to compile or splits any
@@ -24,6 +24,7 @@ use std::sync::OnceLock;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::encode::Encoder;
+use crate::lexer::{Engine, Lexer};
 use crate::vocab::{Rank, MAX_ID};
 use crate::pieces;
 use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
@@ -55,6 +56,19 @@ pub fn pretokenize(data: &[u8]) {
     let text: &str = &text;
     let b = text.as_bytes();
     let cuts: Vec<usize> = (1..b.len()).filter(|&p| is_safe_cut(b, p) || is_word_cut(b, p)).collect();
+    // The mask lexer (texts of 64 bytes or more) equals the exact lexer,
+    // with each classifier this CPU has.
+    for lexer in [Lexer::Gpt2, Lexer::Gpt4, Lexer::Gpt4o] {
+        let with = |engine: Engine| {
+            let mut out = Vec::new();
+            lexer.for_each_chunk_with(engine, text, |c| out.push(c));
+            out
+        };
+        let exact = with(Engine::Exact);
+        assert_eq!(with(Engine::best()), exact, "{lexer:?}: mask lexer vs exact lexer on {text:?}");
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(with(Engine::Sse2), exact, "{lexer:?}: mask lexer (SSE2) vs exact lexer on {text:?}");
+    }
     for (i, s) in splitters().iter().enumerate() {
         let ours = chunks(s, text);
         assert_eq!(ours.concat(), text);

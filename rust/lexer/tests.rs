@@ -1,11 +1,11 @@
 use super::*;
 use fancy_regex::Regex;
 
-const LEXERS: [(Lexer, &str); 3] =
+pub(crate) const LEXERS: [(Lexer, &str); 3] =
     [(Lexer::Gpt2, GPT2_PATTERN), (Lexer::Gpt4, GPT4_PATTERN), (Lexer::Gpt4o, GPT4O_PATTERN)];
 
 /// Tricky characters: each class and each boundary case of the patterns.
-const ALPHABET: &[&str] = &[
+pub(crate) const ALPHABET: &[&str] = &[
     "a", "Z", "é", "ß", "ǅ", "ʰ", "日", "\u{301}", "\u{903}", "ſ", "K", "1", "٣", "Ⅻ", "½", " ", "  ",
     "\t", "\n", "\r", "\r\n", "\u{85}", "\u{a0}", "\u{2028}", "\u{3000}", "\u{1c}", "\u{b}", "'", "'s",
     "'S", "'ll", "'LL", "'ve", "'Re", "'d", "!", "/", ".", "?!", "🙂", "\u{200d}", "\u{fe0f}", "$",
@@ -17,7 +17,7 @@ const ALPHABET: &[&str] = &[
 /// contraction letters among them), digits, each ASCII white space,
 /// apostrophes, punctuation and '/', and a few longer letters (of each case
 /// class), a mark, digits, spaces and punctuation.
-const ASCII_HEAVY: &[(&str, u32)] = &[
+pub(crate) const ASCII_HEAVY: &[(&str, u32)] = &[
     ("e", 8), ("t", 4), ("s", 4), ("l", 3), ("v", 2), ("r", 2), ("d", 2), ("m", 2), ("x", 2),
     ("E", 3), ("S", 3), ("L", 2), ("V", 1), ("R", 1), ("D", 1), ("M", 1), ("T", 2), ("Q", 1),
     ("0", 3), ("7", 3),
@@ -29,14 +29,14 @@ const ASCII_HEAVY: &[(&str, u32)] = &[
 
 /// Mostly white space, ASCII and longer, so that runs of every length and
 /// mix (and the 8-byte scan of long ones) meet every kind of character.
-const WHITE_HEAVY: &[(&str, u32)] = &[
+pub(crate) const WHITE_HEAVY: &[(&str, u32)] = &[
     (" ", 16), ("\t", 4), ("\n", 4), ("\r", 2), ("\r\n", 2), ("\u{b}", 1), ("\u{c}", 1),
     ("\u{a0}", 1), ("\u{85}", 1), ("\u{2028}", 1), ("\u{3000}", 1),
     ("x", 1), ("X", 1), ("1", 1), (".", 1), ("'s", 1), ("é", 1), ("\u{301}", 1), ("\u{1c}", 1),
 ];
 
 /// The piece of `table` that the random number `r` picks.
-fn weighted(table: &[(&'static str, u32)], r: u64) -> &'static str {
+pub(crate) fn weighted(table: &[(&'static str, u32)], r: u64) -> &'static str {
     let total: u64 = table.iter().map(|&(_, w)| w as u64).sum();
     let mut r = r % total;
     for &(s, w) in table {
@@ -59,7 +59,7 @@ fn lexer_chunks(lexer: Lexer, text: &str) -> Vec<&str> {
 }
 
 /// xorshift64: the same texts on every run.
-fn rng(mut seed: u64) -> impl FnMut() -> u64 {
+pub(crate) fn rng(mut seed: u64) -> impl FnMut() -> u64 {
     move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -69,7 +69,7 @@ fn rng(mut seed: u64) -> impl FnMut() -> u64 {
 }
 
 /// Texts per lexer for the random tests (the `LEXER_ITERS` variable sets it).
-fn iterations() -> usize {
+pub(crate) fn iterations() -> usize {
     std::env::var("LEXER_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000)
 }
 
@@ -112,7 +112,7 @@ fn lexers_equal_fancy_regex_on_mostly_white_text() {
 
 /// Long runs of one class, contractions, ASCII words meeting longer
 /// characters, white-space runs before letters and at the end of the text.
-fn adversarial_texts() -> Vec<String> {
+pub(crate) fn adversarial_texts() -> Vec<String> {
     let mut texts: Vec<String> = vec![
         "a".repeat(100_000),
         "Z".repeat(100_000),
