@@ -145,7 +145,16 @@ impl Engine {
             return 1;
         }
         #[cfg(target_arch = "x86_64")]
-        if asked != "sse2" && std::arch::is_x86_feature_detected!("avx2") {
+        // Each feature `window_avx2` is compiled for, asked for: a VM may
+        // offer AVX2 and hide BMI, and an instruction the CPU lacks kills
+        // the process.
+        if asked != "sse2"
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("lzcnt")
+            && std::arch::is_x86_feature_detected!("popcnt")
+        {
             return 3;
         }
         2
@@ -230,8 +239,8 @@ impl Window for Avx2 {
 /// lowest bit in one instruction each).
 ///
 /// # Safety
-/// The CPU must have AVX2, BMI1 and BMI2 (`Engine::best` checks AVX2; every
-/// CPU with AVX2 has the others).
+/// The CPU must have AVX2, BMI1, BMI2, LZCNT and POPCNT (`Engine::best`
+/// checks each).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
 unsafe fn window_avx2<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
