@@ -379,25 +379,13 @@ impl<F: Fn()> Drop for OnPanic<'_, F> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{segment as whole, temp};
     use super::super::{encode_segments, Collect, Options, Segment};
     use crate::encode::Encoder;
     use crate::input::Range;
     use crate::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
     use crate::vocab::{byte_ranks, Rank};
     use rustc_hash::{FxHashMap, FxHashSet};
-    use std::path::PathBuf;
-
-    fn temp(name: &str, bytes: &[u8]) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("bpe-bulk-files-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, bytes).unwrap();
-        path
-    }
-
-    fn whole(path: &std::path::Path) -> Segment {
-        Segment { range: Range { path: path.to_path_buf(), start: 0, end: None }, sink: 0, doc_start: true }
-    }
 
     fn run(enc: &Encoder, segs: &[Segment], opts: &Options, threads: usize, piece: usize) -> Result<(Vec<Rank>, Vec<u64>), String> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();

@@ -208,7 +208,8 @@ mod tests {
     use rustc_hash::FxHashMap;
     use std::path::PathBuf;
 
-    fn temp(name: &str, bytes: &[u8]) -> PathBuf {
+    /// A file of the tests' own (also `files.rs`'s tests: names must differ).
+    pub(super) fn temp(name: &str, bytes: &[u8]) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("bpe-bulk-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
@@ -216,8 +217,9 @@ mod tests {
         path
     }
 
-    fn segment(path: &PathBuf) -> Segment {
-        Segment { range: Range { path: path.clone(), start: 0, end: None }, sink: 0, doc_start: true }
+    /// A whole file, one document.
+    pub(super) fn segment(path: &std::path::Path) -> Segment {
+        Segment { range: Range { path: path.to_path_buf(), start: 0, end: None }, sink: 0, doc_start: true }
     }
 
     /// Files give the ids of their texts encoded whole, the separator
@@ -231,7 +233,7 @@ mod tests {
         let b = "";
         let c = "héllo wörld ".repeat(30_000);
         let paths = [temp("a", a.as_bytes()), temp("b", b.as_bytes()), temp("c", c.as_bytes())];
-        let segs: Vec<Segment> = paths.iter().map(segment).collect();
+        let segs: Vec<Segment> = paths.iter().map(|p| segment(p)).collect();
         let none = FxHashSet::default();
         let allowed: FxHashSet<String> = ["<|end|>".to_string()].into_iter().collect();
         for allow in [&none, &allowed] {
