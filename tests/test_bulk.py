@@ -50,6 +50,31 @@ def test_files_give_the_ids_of_their_texts(tok, tmp_path):
     assert ids.tolist() == [i for t in texts for i in tok.encode(t)]
 
 
+def test_many_files_need_few_descriptors(tok, tmp_path):
+    # A directory of thousands of shards: each thread holds one file open at
+    # a time (rust/bulk/files.rs), so a process allowed 64 descriptors
+    # encodes 300 files (all opened at once, they would need 300).
+    import subprocess
+    import sys
+    import textwrap
+
+    texts = [f"file {i}: " + "some words, and more words\n" * (i % 7) for i in range(300)]
+    paths = [write(tmp_path / f"{i:03}.txt", t) for i, t in enumerate(texts)]
+    tok.save(tmp_path / "t.bpe")
+    child = textwrap.dedent(f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        import bpe
+        tok = bpe.Tokenizer.load({str(tmp_path / "t.bpe")!r})
+        paths = sorted(p for p in __import__("pathlib").Path({str(tmp_path)!r}).glob("*.txt"))
+        ids, offsets = tok.encode_files(paths, num_threads=2)
+        sys.stdout.write(" ".join(map(str, ids.tolist())))
+    """)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert list(map(int, out.stdout.split())) == [i for t in texts for i in tok.encode(t)]
+
+
 def test_one_large_file_equals_tiktoken(tmp_path):
     """A file of several blocks, cut for two threads, gives tiktoken's ids."""
     text = "".join(p.read_text(encoding="utf-8") for p in CORPUS_FILES) * 3

@@ -47,11 +47,27 @@ const WINDOWS: [u64; 2] = [4 << 10, 64 << 10];
 /// How often the calling thread checks Ctrl-C and reports progress.
 const TICK: Duration = Duration::from_millis(50);
 
-/// One range's file, opened once, and its bytes `start..end`.
+/// One range's bytes `start..end` (of a regular file, sized before).
 struct Source {
-    file: File,
     start: u64,
     end: u64,
+}
+
+/// The file a thread has open: the one its last piece was in. A thread
+/// holds one at a time, so a directory of thousands of shards never needs
+/// thousands of descriptors (the system's limit is often 1024).
+#[derive(Default)]
+struct Open(Option<(usize, File)>);
+
+impl Open {
+    fn file(&mut self, segment: usize, seg: &Segment) -> Result<&File, String> {
+        if self.0.as_ref().map(|(s, _)| *s) != Some(segment) {
+            self.0 = None; // closed before the next is opened
+            let (file, _) = open_file(&seg.range.path)?;
+            self.0 = Some((segment, file));
+        }
+        Ok(&self.0.as_ref().expect("opened above").1)
+    }
 }
 
 /// A piece: nominal bytes `points[k]..points[k + 1]` of segment `segment`.
@@ -79,18 +95,13 @@ fn sources(segments: &[Segment]) -> Result<Option<Vec<Source>>, String> {
         // Looked at before it is opened: a pipe must be opened once only (a
         // second open waits for a writer that may have gone), by the block
         // reader, which reads it to its end.
-        match std::fs::metadata(&r.path) {
-            Ok(m) if m.is_file() => {}
+        let size = match std::fs::metadata(&r.path) {
+            Ok(m) if m.is_file() => m.len(),
             Ok(_) => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", name(&r.path))),
-        }
-        let (file, regular) = open_file(&r.path)?;
-        if !regular {
-            return Ok(None);
-        }
-        let size = file.metadata().map_err(|e| format!("cannot read {}: {e}", name(&r.path)))?.len();
+        };
         let end = r.end.unwrap_or(size).min(size);
-        out.push(Source { file, start: r.start.min(end), end });
+        out.push(Source { start: r.start.min(end), end });
     }
     Ok(Some(out))
 }
@@ -105,14 +116,15 @@ fn points(src: &Source, piece: u64) -> Vec<u64> {
     p
 }
 
-/// Reads `len` bytes of `src` from `at` into `buf` (grown, never shrunk, so
-/// that a thread's buffer is zeroed once); an error if the file is shorter.
-fn read_into<'b>(src: &Source, seg: &Segment, at: u64, len: usize, buf: &'b mut Vec<u8>) -> Result<&'b [u8], String> {
+/// Reads `len` bytes of `file` (segment `seg`'s) from `at` into `buf`
+/// (grown, never shrunk, so that a thread's buffer is zeroed once); an error
+/// if the file is shorter.
+fn read_into<'b>(file: &File, seg: &Segment, at: u64, len: usize, buf: &'b mut Vec<u8>) -> Result<&'b [u8], String> {
     if buf.len() < len {
         buf.resize(len, 0);
     }
     let out = &mut buf[..len];
-    src.file.read_exact_at(out, at).map_err(|e| {
+    file.read_exact_at(out, at).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             format!("cannot read {}: it became shorter while being read", name(&seg.range.path))
         } else {
@@ -122,7 +134,7 @@ fn read_into<'b>(src: &Source, seg: &Segment, at: u64, len: usize, buf: &'b mut 
     Ok(out)
 }
 
-/// The safe cut for nominal point `x` of `src`, whose nominal point before
+/// The safe cut for nominal point `x` of `file`, whose nominal point before
 /// is `lo`: the last cut (line, else word; inside no `avoid` text) in the
 /// window before `x`, the smallest window that has one, never before `lo`.
 /// None if there is none: then `x` is no boundary (the pieces on both sides
@@ -130,11 +142,11 @@ fn read_into<'b>(src: &Source, seg: &Segment, at: u64, len: usize, buf: &'b mut 
 /// that meet at `x` compute the same cut from the same bytes. A cut closer
 /// to its window's start than the longest `avoid` text is not taken (an
 /// occurrence starting before the window could straddle it).
-fn cut_before(src: &Source, seg: &Segment, lo: u64, x: u64, avoid: &[&str], buf: &mut Vec<u8>) -> Result<Option<u64>, String> {
+fn cut_before(file: &File, seg: &Segment, lo: u64, x: u64, avoid: &[&str], buf: &mut Vec<u8>) -> Result<Option<u64>, String> {
     let margin = avoid.iter().map(|s| s.len()).max().unwrap_or(0);
     for w in WINDOWS.into_iter().chain([x - lo]) {
         let from = x.saturating_sub(w).max(lo);
-        let window = read_into(src, seg, from, (x - from) as usize, buf)?;
+        let window = read_into(file, seg, from, (x - from) as usize, buf)?;
         if let Some(c) = last_cut_avoiding(window, avoid).filter(|&c| c >= margin && c > 0) {
             return Ok(Some(from + c as u64));
         }
@@ -151,7 +163,7 @@ fn cut_before(src: &Source, seg: &Segment, lo: u64, x: u64, avoid: &[&str], buf:
 fn encode_piece(
     enc: &Encoder,
     seg: &Segment,
-    src: &Source,
+    file: &File,
     points: &[u64],
     k: usize,
     opts: &Options,
@@ -163,7 +175,7 @@ fn encode_piece(
     let start = if k == 0 {
         points[0]
     } else {
-        match cut_before(src, seg, points[k - 1], points[k], avoid, buf)? {
+        match cut_before(file, seg, points[k - 1], points[k], avoid, buf)? {
             Some(c) => c,
             None => return Ok(Done { ids: Vec::new(), bytes: 0 }),
         }
@@ -174,7 +186,7 @@ fn encode_piece(
         if m == last {
             break points[last];
         }
-        if let Some(c) = cut_before(src, seg, points[m - 1], points[m], avoid, buf)? {
+        if let Some(c) = cut_before(file, seg, points[m - 1], points[m], avoid, buf)? {
             break c;
         }
         m += 1;
@@ -185,7 +197,7 @@ fn encode_piece(
             return Err(uncut_error(path, start, (points[m] - start) as usize));
         }
     };
-    let bytes = read_into(src, seg, start, (end - start) as usize, buf)?;
+    let bytes = read_into(file, seg, start, (end - start) as usize, buf)?;
     if start < BINARY_SNIFF_BYTES as u64 {
         let head = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES - start as usize)];
         if let Some(at) = memchr::memchr(0, head) {
@@ -258,6 +270,7 @@ pub(super) fn encode_files_parallel(
         let _halt = OnPanic(&halt);
         let mut memo = enc.memo();
         let mut buf = Vec::new();
+        let mut open = Open::default();
         loop {
             let k = next.fetch_add(1, Relaxed);
             if k >= n || stop.load(Relaxed) {
@@ -274,7 +287,9 @@ pub(super) fn encode_files_parallel(
             }
             let p = &pieces[k];
             let seg = &segments[p.segment];
-            let done = encode_piece(enc, seg, &sources[p.segment], &points[p.segment], p.k, opts, avoid, &mut memo, &mut buf);
+            let done = open
+                .file(p.segment, seg)
+                .and_then(|file| encode_piece(enc, seg, file, &points[p.segment], p.k, opts, avoid, &mut memo, &mut buf));
             if tx.send((k, done)).is_err() {
                 return;
             }
