@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Options, Segment, Sink};
+use super::{Options, Order, Segment, Sink};
 use crate::encode::{ids_buffer, Encoder, Memo};
 use crate::input::{binary_error, name, not_utf8, open_file, Compression, BINARY_SNIFF_BYTES, STDIN};
 use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
@@ -309,25 +309,12 @@ pub(super) fn encode_files_parallel(
         // every TICK.
         let mut waiting: Vec<Option<Result<Done, String>>> = (0..n).map(|_| None).collect();
         let (mut first, mut done_bytes) = (0usize, 0u64);
-        let mut docs_in_sink: Vec<usize> = Vec::new();
-        let mut current = usize::MAX;
+        let mut order = Order::default();
         let mut last_tick = Instant::now();
         let mut hand = |k: usize, d: &Done, sink: &mut dyn Sink| -> Result<(), String> {
             let seg_index = pieces[k].segment;
             let seg = &segments[seg_index];
-            if seg_index != current {
-                current = seg_index;
-                if docs_in_sink.len() <= seg.sink {
-                    docs_in_sink.resize(seg.sink + 1, 0);
-                }
-                if seg.doc_start {
-                    if let Some(sep) = opts.separator.filter(|_| docs_in_sink[seg.sink] > 0) {
-                        sink.ids(seg.sink, &[sep])?;
-                    }
-                    docs_in_sink[seg.sink] += 1;
-                }
-                sink.start(seg_index)?;
-            }
+            order.enter(seg_index, seg, opts, sink)?;
             if !d.ids.is_empty() {
                 sink.ids(seg.sink, &d.ids)?;
             }

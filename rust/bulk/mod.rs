@@ -93,8 +93,7 @@ pub fn encode_segments(
     let block_bytes = if cuttable { block_bytes } else { usize::MAX >> 1 };
     let mut blocks = Blocks::new(&ranges, block_bytes, if cuttable { &cutter } else { &whole });
     let threads = pool.current_num_threads();
-    let mut docs_in_sink: Vec<usize> = Vec::new();
-    let mut current = usize::MAX;
+    let mut order = Order::default();
     let mut next = blocks.next_block()?;
     let mut done = 0u64;
     while let Some(block) = next {
@@ -108,25 +107,43 @@ pub fn encode_segments(
         });
         let encoded = encoded?;
         let seg = &segments[block.range];
-        if block.range != current {
-            current = block.range;
-            if docs_in_sink.len() <= seg.sink {
-                docs_in_sink.resize(seg.sink + 1, 0);
-            }
-            if seg.doc_start {
-                if let Some(sep) = opts.separator.filter(|_| docs_in_sink[seg.sink] > 0) {
-                    sink.ids(seg.sink, &[sep])?;
-                }
-                docs_in_sink[seg.sink] += 1;
-            }
-            sink.start(block.range)?;
-        }
+        order.enter(block.range, seg, opts, sink)?;
         for ids in &encoded {
             sink.ids(seg.sink, ids)?;
         }
         next = read?;
     }
     between(done)
+}
+
+/// Where the sink is in the segments, for both paths (blocks, and
+/// `files.rs`'s pieces): a segment's start is told to the sink once, and a
+/// document after the first of its sink gets the separator before it.
+#[derive(Default)]
+struct Order {
+    current: Option<usize>,
+    docs_in_sink: Vec<usize>,
+}
+
+impl Order {
+    /// Segment `index` (`seg`) gets ids next: its start and separator, if
+    /// it is new.
+    fn enter(&mut self, index: usize, seg: &Segment, opts: &Options, sink: &mut dyn Sink) -> Result<(), String> {
+        if self.current == Some(index) {
+            return Ok(());
+        }
+        self.current = Some(index);
+        if self.docs_in_sink.len() <= seg.sink {
+            self.docs_in_sink.resize(seg.sink + 1, 0);
+        }
+        if seg.doc_start {
+            if let Some(sep) = opts.separator.filter(|_| self.docs_in_sink[seg.sink] > 0) {
+                sink.ids(seg.sink, &[sep])?;
+            }
+            self.docs_in_sink[seg.sink] += 1;
+        }
+        sink.start(index)
+    }
 }
 
 /// The ids of one block, piece by piece, encoded by the pool's threads.
