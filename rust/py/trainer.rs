@@ -123,7 +123,12 @@ impl Trainer {
         let splitter = &self.splitter;
         let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
-            let _free = crate::ReturnFreedMemory::new();
+            // Freed memory goes back to the system at once only under a cap:
+            // without one, mimalloc's short delay lets a freed buffer be reused
+            // without faulting its pages in again (Parquet pages are decompressed
+            // into fresh ~1 MB buffers: at once, 1 GB of them cost 370k page faults,
+            // a tenth of the counting time; docs/performance.md, "Reading records").
+            let _free = spill.is_capped().then(crate::ReturnFreedMemory::new);
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
                 // Into the counts themselves, under the cap (spilling past it).
@@ -152,7 +157,8 @@ impl Trainer {
         let splitter = &self.splitter;
         let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
-            let _free = crate::ReturnFreedMemory::new();
+            // As in `feed_files`: at once only under a cap.
+            let _free = spill.is_capped().then(crate::ReturnFreedMemory::new);
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
                 let counted = train::count_records_into(splitter, &paths, &field, skip_bad, &mut spill.tally(counts), |n| {

@@ -148,17 +148,23 @@ impl FromIterator<(Vec<u8>, u64)> for ChunkCounts {
 }
 
 /// A counting thread adds its own map to the shared total after counting
-/// this much text (and once more at the end), then starts a fresh map: the
-/// memory of counting stays the total plus one map of at most this much
-/// text's distinct chunks per thread, and the total's lock is taken rarely.
+/// this much text (and once more at the end), then counts on into the same
+/// map, emptied: the memory of counting stays the total plus one map of at
+/// most this much text's distinct chunks per thread, and the total's lock
+/// is taken rarely.
 pub(super) const FLUSH_BYTES: usize = 8 << 20;
 
 /// Where the counting threads add their maps (see `count_files_into`): a
 /// plain total, or one that moves its counts to disk past a memory cap
 /// (`spill.rs`).
 pub trait Tally: Send {
-    /// Adds `counts` to the tally.
-    fn absorb(&mut self, counts: ChunkCounts) -> Result<(), String>;
+    /// Adds `counts` to the tally, leaving `counts` empty but with its
+    /// room: a counting thread fills the same pages again. (A fresh map
+    /// per flush grew by doubling into fresh pages each time, and training
+    /// gives freed memory back at once: 1 GB of text cost ~280k page faults,
+    /// a sixth of the counting's time in the kernel; docs/performance.md,
+    /// "Chunk counts".)
+    fn absorb(&mut self, counts: &mut ChunkCounts) -> Result<(), String>;
 
     /// How much text a counting thread counts into its own map before
     /// handing that map to `absorb`.
@@ -168,8 +174,10 @@ pub trait Tally: Send {
 }
 
 impl Tally for ChunkCounts {
-    fn absorb(&mut self, counts: ChunkCounts) -> Result<(), String> {
-        *self = merge_counts(std::mem::take(self), counts);
+    fn absorb(&mut self, counts: &mut ChunkCounts) -> Result<(), String> {
+        drain_map(&mut self.tiny, &mut counts.tiny);
+        drain_map(&mut self.short, &mut counts.short);
+        drain_map(&mut self.long, &mut counts.long);
         Ok(())
     }
 }
@@ -193,6 +201,18 @@ fn add_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, mut other: FxH
         std::mem::swap(into, &mut other);
     }
     for (k, v) in other {
+        *into.entry(k).or_insert(0) += v;
+    }
+}
+
+/// Moves `from`'s counts into `into`, iterating the smaller of the two (they
+/// swap first when `from` is larger), and leaves `from` empty with the room
+/// of whichever map it holds then.
+fn drain_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, from: &mut FxHashMap<K, u64>) {
+    if from.len() > into.len() {
+        std::mem::swap(into, from);
+    }
+    for (k, v) in from.drain() {
         *into.entry(k).or_insert(0) += v;
     }
 }

@@ -219,7 +219,7 @@ fn count_segments(
     // The lock is held only while waiting for the next segment.
     let next = || segments.lock().unwrap_or_else(PoisonError::into_inner).recv();
     let flush = |counts: &mut ChunkCounts| {
-        total.lock().unwrap_or_else(PoisonError::into_inner).absorb(std::mem::take(counts))
+        total.lock().unwrap_or_else(PoisonError::into_inner).absorb(counts)
     };
     // A panic is caught so that the queue is drained below before it is
     // handed on: the reader must never be left waiting.

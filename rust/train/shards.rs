@@ -53,7 +53,7 @@ pub(super) fn count_record_files(
     let read = AtomicU64::new(0);
     let outcomes: Mutex<Vec<Option<Result<u64, String>>>> = Mutex::new(vec![None; paths.len()]);
     let flush = |counts: &mut ChunkCounts| {
-        total.lock().unwrap_or_else(PoisonError::into_inner).absorb(std::mem::take(counts))
+        total.lock().unwrap_or_else(PoisonError::into_inner).absorb(counts)
     };
 
     let worker = || {

@@ -69,6 +69,11 @@ impl Spill {
         self.base = base;
     }
 
+    /// Whether a cap is set.
+    pub fn is_capped(&self) -> bool {
+        self.cap.is_some()
+    }
+
     pub fn pattern(&self) -> &str {
         &self.pattern
     }
@@ -247,7 +252,7 @@ pub struct Capped<'a> {
 }
 
 impl Tally for Capped<'_> {
-    fn absorb(&mut self, counts: ChunkCounts) -> Result<(), String> {
+    fn absorb(&mut self, counts: &mut ChunkCounts) -> Result<(), String> {
         self.counts.absorb(counts)?;
         self.spill.check(self.counts)
     }
@@ -438,7 +443,7 @@ mod tests {
             count_chunks(&s, &text, &mut whole).unwrap();
             let mut part = ChunkCounts::default();
             count_chunks(&s, &text, &mut part).unwrap();
-            spill.tally(&mut counts).absorb(part).unwrap();
+            spill.tally(&mut counts).absorb(&mut part).unwrap();
         }
         assert!(spill.has_runs());
         let collect = |spill: &mut Spill, counts: &mut ChunkCounts| {
