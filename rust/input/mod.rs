@@ -249,7 +249,7 @@ impl<'a> Blocks<'a> {
         }
         self.carry.extend_from_slice(&buf[cut..]);
         buf.truncate(cut);
-        let text = String::from_utf8(buf).map_err(|e| not_utf8(path, self.offset, e.utf8_error()))?;
+        let text = utf8_string(buf).map_err(|e| not_utf8(path, self.offset, e))?;
         let block = Block { range: self.current, offset: self.offset, text };
         self.offset += cut as u64;
         if self.left == 0 && self.carry.is_empty() {
@@ -258,6 +258,17 @@ impl<'a> Blocks<'a> {
         }
         Ok(Some(block))
     }
+}
+
+/// `String::from_utf8`, the check done by `simdutf8` (SIMD); std's check,
+/// which says where the bad byte is, only once that one has failed.
+/// Counting 1 GB of text spent 3% of its CPU in std's check.
+pub fn utf8_string(bytes: Vec<u8>) -> Result<String, std::str::Utf8Error> {
+    if simdutf8::basic::from_utf8(&bytes).is_ok() {
+        // SAFETY: just checked to be UTF-8.
+        return Ok(unsafe { String::from_utf8_unchecked(bytes) });
+    }
+    String::from_utf8(bytes).map_err(|e| e.utf8_error())
 }
 
 /// The error for bytes that are not UTF-8, `e` found in the text read from

@@ -317,7 +317,7 @@ fn read_segments(
             };
             carry.extend_from_slice(&buf[cut..]);
             buf.truncate(cut);
-            let text = String::from_utf8(buf).map_err(|e| crate::input::not_utf8(path, offset, e.utf8_error()))?;
+            let text = crate::input::utf8_string(buf).map_err(|e| crate::input::not_utf8(path, offset, e))?;
             if !text.is_empty() {
                 send((number, text))?;
                 number += 1;
