@@ -284,4 +284,31 @@ mod tests {
         let par = count_documents(&s, &[&text]).unwrap();
         assert_eq!(seq, par);
     }
+
+    #[test]
+    fn absorbing_adds_the_counts_and_leaves_the_room() {
+        // Maps of 1 to 15+ byte chunks, smaller and larger than the total by
+        // turns (so both sides of `drain_map`'s swap run), each absorbed and
+        // then refilled as a counting thread refills its own.
+        let s = Splitter::new(GPT4_PATTERN).unwrap();
+        let texts: Vec<String> = (0..12)
+            .map(|k| {
+                let words = if k % 3 == 0 { 4000 } else { 40 };
+                (0..words).map(|i| format!("w{} x{}yz{}", i % (k + 7), i * k, "q".repeat(i % 19))).collect::<Vec<_>>().join(" ")
+            })
+            .collect();
+        let (mut total, mut expected) = (ChunkCounts::default(), ChunkCounts::default());
+        let mut thread = ChunkCounts::default();
+        for text in &texts {
+            count_chunks(&s, text, &mut thread).unwrap();
+            let mut counted = ChunkCounts::default();
+            count_chunks(&s, text, &mut counted).unwrap();
+            expected = merge_counts(expected, counted);
+            total.absorb(&mut thread).unwrap();
+            assert!(thread.is_empty());
+            assert_eq!(total, expected);
+        }
+        // The emptied map keeps a table's room (one of the two swapped in).
+        assert!(thread.tiny.capacity() > 0 && thread.short.capacity() > 0 && thread.long.capacity() > 0);
+    }
 }
