@@ -126,8 +126,8 @@ impl Trainer {
             // Freed memory goes back to the system at once only under a cap:
             // without one, mimalloc's short delay lets a freed buffer be reused
             // without faulting its pages in again (Parquet pages are decompressed
-            // into fresh ~1 MB buffers: at once, 1 GB of them cost 370k page faults,
-            // a tenth of the counting time; docs/performance.md, "Reading records").
+            // into fresh ~1 MB buffers: at once, 1 GB of them cost ~365k more page
+            // faults and ~15% more counting time; docs/performance.md, "Reading records").
             let _free = spill.is_capped().then(crate::ReturnFreedMemory::new);
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);

@@ -161,9 +161,9 @@ pub trait Tally: Send {
     /// Adds `counts` to the tally, leaving `counts` empty but with its
     /// room: a counting thread fills the same pages again. (A fresh map
     /// per flush grew by doubling into fresh pages each time, and training
-    /// gives freed memory back at once: 1 GB of text cost ~280k page faults,
-    /// a sixth of the counting's time in the kernel; docs/performance.md,
-    /// "Chunk counts".)
+    /// gives freed memory back at once: 1 GB of text cost ~290k page faults,
+    /// ~0.8 s of kernel time of the counting's ~7 CPU-s; docs/performance.md,
+    /// "Reading records".)
     fn absorb(&mut self, counts: &mut ChunkCounts) -> Result<(), String>;
 
     /// How much text a counting thread counts into its own map before
