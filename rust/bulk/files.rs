@@ -204,13 +204,7 @@ fn encode_piece(
             return Err(binary_error(path, start + at as u64));
         }
     }
-    let text = match simdutf8::basic::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(_) => {
-            let e = std::str::from_utf8(bytes).expect_err("simdutf8 and std disagree");
-            return Err(not_utf8(path, start, e));
-        }
-    };
+    let text = crate::input::utf8(bytes).map_err(|e| not_utf8(path, start, e))?;
     if !opts.disallowed.is_empty() {
         if let Some(found) = enc.find_special(text, opts.disallowed) {
             let at = start + memchr::memmem::find(text.as_bytes(), found.as_bytes()).unwrap_or(0) as u64;

@@ -173,12 +173,7 @@ impl<'a> Strings<'a> {
         if self.is_null(i) {
             return Err(Bad::Null);
         }
-        // simdutf8 checks (SIMD: `std`'s check was 2.3% of training from
-        // Parquet); `std` says where a bad record goes wrong.
-        let bytes = self.bytes(i);
-        simdutf8::basic::from_utf8(bytes)
-            .or_else(|_| std::str::from_utf8(bytes))
-            .map_err(|e| Bad::NotUtf8 { at: e.valid_up_to() })
+        super::utf8(self.bytes(i)).map_err(|e| Bad::NotUtf8 { at: e.valid_up_to() })
     }
 
     /// Records `range` (of this view), each as text or why it is not.

@@ -149,14 +149,14 @@ impl<'a> ParquetRecords<'a> {
                     return Err(cannot_read(self.path, &"fewer values than rows in a column chunk"));
                 };
                 let bytes = value.data();
-                match simdutf8::basic::from_utf8(bytes) {
+                match super::utf8(bytes) {
                     Ok(text) => {
                         batch.text.push_str(text);
                         batch.ends.push(batch.text.len());
                         batch.lines.push(row);
                     }
-                    Err(_) => {
-                        let at = std::str::from_utf8(bytes).err().map_or(0, |e| e.valid_up_to());
+                    Err(e) => {
+                        let at = e.valid_up_to();
                         bad(self.path, row, &format!("is not valid UTF-8 at byte {at}"), self.skip_bad, &mut self.skipped)?;
                     }
                 }

@@ -333,11 +333,7 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
 /// The fast path (`json_fast.rs`) reads nearly every record; serde_json
 /// decides whatever it gives up on, and says what is wrong with a bad one.
 fn field_text(line: &[u8], field: &[String], out: &mut String) -> Result<(), String> {
-    // SIMD validation (~4x std's on text); std's only to find where it fails.
-    let Ok(text) = simdutf8::basic::from_utf8(line) else {
-        let e = std::str::from_utf8(line).expect_err("simdutf8 and std disagree");
-        return Err(format!("not valid UTF-8 at byte {} of the line", e.valid_up_to()));
-    };
+    let text = super::utf8(line).map_err(|e| format!("not valid UTF-8 at byte {} of the line", e.valid_up_to()))?;
     if json_fast::field_text(text, field, out) {
         return Ok(());
     }

@@ -175,10 +175,17 @@ pub trait Tally: Send {
 
 impl Tally for ChunkCounts {
     fn absorb(&mut self, counts: &mut ChunkCounts) -> Result<(), String> {
-        drain_map(&mut self.tiny, &mut counts.tiny);
-        drain_map(&mut self.short, &mut counts.short);
-        drain_map(&mut self.long, &mut counts.long);
+        self.drain_from(counts);
         Ok(())
+    }
+}
+
+impl ChunkCounts {
+    /// Moves `other`'s counts into these (see [`drain_map`]).
+    fn drain_from(&mut self, other: &mut ChunkCounts) {
+        drain_map(&mut self.tiny, &mut other.tiny);
+        drain_map(&mut self.short, &mut other.short);
+        drain_map(&mut self.long, &mut other.long);
     }
 }
 
@@ -188,21 +195,9 @@ pub fn count_chunks(splitter: &Splitter, text: &str, counts: &mut ChunkCounts) -
 }
 
 /// The sum of two counts (iterating the smaller maps).
-pub fn merge_counts(mut into: ChunkCounts, other: ChunkCounts) -> ChunkCounts {
-    add_map(&mut into.tiny, other.tiny);
-    add_map(&mut into.short, other.short);
-    add_map(&mut into.long, other.long);
+pub fn merge_counts(mut into: ChunkCounts, mut other: ChunkCounts) -> ChunkCounts {
+    into.drain_from(&mut other);
     into
-}
-
-/// Adds `other`'s counts to `into`'s, iterating the smaller of the two.
-fn add_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, mut other: FxHashMap<K, u64>) {
-    if other.len() > into.len() {
-        std::mem::swap(into, &mut other);
-    }
-    for (k, v) in other {
-        *into.entry(k).or_insert(0) += v;
-    }
 }
 
 /// Moves `from`'s counts into `into`, iterating the smaller of the two (they
