@@ -242,6 +242,30 @@ def test_the_core_utf8_at_exact_length(body, tail):
     assert ours.decode(want) == text
 
 
+@settings(max_examples=EXAMPLES // 20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(text=TEXTS.filter(bool), chars=st.integers(4096, 9000))
+def test_long_strings_convert_as_python_does(text, chars):
+    """The core's own str -> UTF-8 (simdutf, for strs of 4096 characters or
+    more: rust/py/text.rs) against CPython's, on hypothesis text of every
+    kind (latin-1, UCS-2, UCS-4, lone surrogates) repeated past that length:
+    the same ids as tiktoken, by every call that converts, and, where the
+    str has UTF-8, decoded back to itself."""
+    ours, _ = pair("cl100k_base")
+    text = (text * (chars // len(text) + 1))[:chars]
+    rest = text[1:]
+    size = sys.getsizeof(text)
+    got = [ours.encode_ordinary(text), ours.encode_to_numpy(text, disallowed_special=()).tolist()]
+    batch = ours.encode_batch([text, rest], disallowed_special=())
+    # Ours ran on the str's units: CPython made no UTF-8 of it (tiktoken,
+    # below, makes one, which the core would then borrow).
+    assert sys.getsizeof(text) == size
+    want = expected_ordinary("cl100k_base", text)
+    assert got == [want, want]
+    assert batch == [want, expected_ordinary("cl100k_base", rest)]
+    if not any("\ud800" <= c <= "\udfff" for c in text):
+        assert ours.decode(want) == text
+
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_the_core_makes_the_utf8(k):
     """For a surrogate-free non-ASCII str the core converts the text itself:

@@ -63,7 +63,7 @@ pub struct Memo {
 }
 
 /// How many ids a front slot holds.
-const FRONT_IDS: usize = 3;
+pub(super) const FRONT_IDS: usize = 3;
 /// The front table has `1 << FRONT_BITS` slots of 32 bytes.
 const FRONT_BITS: u32 = 14;
 
@@ -117,12 +117,13 @@ impl Memo {
         (h >> (64 - FRONT_BITS)) as usize
     }
 
-    /// The ids in slot `slot` if it holds `key` (`ready` made the table).
+    /// The ids in slot `slot` if it holds `key` (`ready` made the table):
+    /// the slot's three, of which the first `n` (1 to 3) are the chunk's.
     #[inline(always)]
-    pub fn front_get(&self, slot: usize, key: u128) -> Option<&[Rank]> {
+    pub fn front_get(&self, slot: usize, key: u128) -> Option<(&[Rank; FRONT_IDS], usize)> {
         let f = &self.front[slot];
         if f.key == key {
-            Some(&f.ids[..f.n as usize])
+            Some((&f.ids, f.n as usize))
         } else {
             None
         }

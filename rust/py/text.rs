@@ -4,8 +4,9 @@
 //! (latin-1, UCS-2, UCS-4), and the UTF-8 the encoder reads is made by
 //! CPython on first request, in a loop of ~500 MB/s: 19 ms for 10 MB of
 //! English books (a UCS-2 `str`: one curly quote is enough), about a quarter
-//! of encoding it. `encoding_rs` converts latin-1 and UTF-16 with SIMD, ASCII
-//! runs a block at a time (see docs/performance.md, "str to UTF-8").
+//! of encoding it. `simdutf` converts latin-1, UTF-16 and UTF-32 with the
+//! widest SIMD the CPU has, non-ASCII text too (see docs/performance.md,
+//! "str to UTF-8").
 //!
 //! **Exactness:** the bytes are the UTF-8 of the same code points. A `str`
 //! with a surrogate code point has no UTF-8; for those (and for a `str`
@@ -106,32 +107,26 @@ pub(super) fn utf8_all<'a>(
         .collect()
 }
 
-/// (Exact length, as for `ucs2`.)
+/// The UTF-8 of latin-1 text (every unit is a character).
 fn latin1(units: &[u8]) -> String {
-    let high: usize = units.chunks(1 << 12).map(|b| b.iter().map(|&u| (u >> 7) as u32).sum::<u32>() as usize).sum();
-    let mut out = vec![0u8; units.len() + high];
-    let (read, written) = encoding_rs::mem::convert_latin1_to_utf8_partial(units, &mut out);
-    let mut at = written;
-    for &u in &units[read..] {
-        at += char::from(u).encode_utf8(&mut out[at..]).len();
-    }
-    assert_eq!(at, out.len(), "latin-1 to UTF-8: length");
-    // SAFETY: encoding_rs and the loop wrote the UTF-8 of latin-1 text.
-    unsafe { String::from_utf8_unchecked(out) }
+    let len = simdutf::utf8_length_from_latin1(units);
+    // SAFETY: simdutf writes the UTF-8 of `units`: `len` bytes.
+    let text = unsafe { written(len, |out| simdutf::convert_latin1_to_utf8(units.as_ptr(), units.len(), out)) };
+    assert_eq!(text.len(), len, "latin-1 to UTF-8: length");
+    text
 }
 
 /// None if a surrogate is present (UCS-2 data never holds a valid pair:
 /// a str with characters past U+FFFF is UCS-4).
 ///
-/// The output is allocated at its exact length, counted in the same pass
-/// that looks for surrogates: allocated for the worst case (3 bytes a
-/// unit), the zeroing of the buffer cost 4% of `encode_to_numpy` on 10 MB
-/// of English, and the string kept the slack.
+/// The surrogates are looked for, and the UTF-8 length counted, in one pass
+/// of our own (simdutf's check would accept a high surrogate followed by a
+/// low one as a pair, where in a str they are two code points, which have
+/// no UTF-8): in blocks, with 16-bit counters and masks rather than
+/// comparisons (SSE2 compares 16-bit lanes signed only), so that the loop
+/// is vectorised 8 units at a time, 2x faster than with u32 counters.
 fn ucs2(units: &[u16]) -> Option<String> {
     let (mut surrogates, mut len) = (false, units.len());
-    // In blocks, with 16-bit counters and masks rather than comparisons
-    // (SSE2 compares 16-bit lanes signed only), so that the loop is
-    // vectorised 8 units at a time: 2x faster than with u32 counters.
     for block in units.chunks(1 << 12) {
         let (mut s, mut n) = (0u16, 0u16);
         for &u in block {
@@ -144,42 +139,43 @@ fn ucs2(units: &[u16]) -> Option<String> {
     if surrogates {
         return None;
     }
-    let mut out = vec![0u8; len];
-    let (read, written) = encoding_rs::mem::convert_utf16_to_utf8_partial(units, &mut out);
-    // encoding_rs may stop a few units short of an exactly full buffer:
-    // the rest, one character at a time (no surrogates: each unit is one).
-    let mut at = written;
-    for &u in &units[read..] {
-        let c = char::from_u32(u as u32).expect("no surrogates");
-        at += c.encode_utf8(&mut out[at..]).len();
-    }
-    assert_eq!(at, len, "UCS-2 to UTF-8: length");
-    // SAFETY: encoding_rs wrote the UTF-8 of surrogate-free UTF-16, and
-    // the loop above the UTF-8 of the rest.
-    Some(unsafe { String::from_utf8_unchecked(out) })
+    // SAFETY: surrogate-free UCS-2 is valid UTF-16 (native byte order, as
+    // the str holds it), whose UTF-8 is the `len` bytes counted above.
+    let text = unsafe { written(len, |out| simdutf::convert_valid_utf16_to_utf8(units.as_ptr(), units.len(), out)) };
+    assert_eq!(text.len(), len, "UCS-2 to UTF-8: length");
+    Some(text)
 }
 
-/// None if a surrogate is present.
+/// None if a surrogate is present (simdutf's conversion refuses them).
 ///
-/// One pass (a UCS-4 str is 4 bytes a character: a second pass to count
-/// the length first cost as much as the conversion), ASCII 16 characters
-/// at a time: 2x faster than a `char` at a time, which was 16% of
-/// `encode_to_numpy` on 10 MB of code (a UCS-4 str: it holds an emoji).
+/// One pass, checking as it converts, into room for the worst case (4
+/// bytes a character: the size of the str's own data; only the bytes
+/// written are ever touched). A check and a count before an unchecked
+/// conversion read the 4-byte units three times: 2.5x slower on 10 MB of
+/// code.
 fn ucs4(units: &[u32]) -> Option<String> {
-    let mut out: Vec<u8> = Vec::with_capacity(units.len() + units.len() / 4 + 16);
-    let mut rest = units;
-    while !rest.is_empty() {
-        if let Some((block, after)) = rest.split_first_chunk::<16>() {
-            if block.iter().fold(0, |any, &u| any | u) < 0x80 {
-                out.extend(block.iter().map(|&u| u as u8));
-                rest = after;
-                continue;
-            }
-        }
-        let c = char::from_u32(rest[0])?;
-        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
-        rest = &rest[1..];
+    // SAFETY: UTF-8 takes at most 4 bytes a code point; simdutf writes the
+    // UTF-8 of valid UTF-32, or returns 0 for invalid (a surrogate).
+    let text = unsafe { written(4 * units.len(), |out| simdutf::convert_utf32_to_utf8(units.as_ptr(), units.len(), out)) };
+    (units.is_empty() || !text.is_empty()).then_some(text)
+}
+
+/// A string of the bytes `write` writes, given room for `room` of them; it
+/// returns how many it wrote.
+///
+/// The buffer is not zeroed first: zeroing it cost 4% of `encode_to_numpy`
+/// on 10 MB of English when the memory was reused.
+///
+/// # Safety
+/// `write` must write valid UTF-8 to the first bytes of its room, at most
+/// `room` of them, and return their number.
+unsafe fn written(room: usize, write: impl FnOnce(*mut u8) -> usize) -> String {
+    let mut out: Vec<u8> = Vec::with_capacity(room);
+    let n = write(out.as_mut_ptr());
+    assert!(n <= room, "str to UTF-8: wrote {n} bytes into room for {room}");
+    // SAFETY: `write` initialised `n` bytes of UTF-8 (the caller's promise).
+    unsafe {
+        out.set_len(n);
+        String::from_utf8_unchecked(out)
     }
-    // SAFETY: the UTF-8 of chars (ASCII bytes among them).
-    Some(unsafe { String::from_utf8_unchecked(out) })
 }
