@@ -1,9 +1,10 @@
-//! The encoder's loop with the memo's front table: a chunk of 3 to 15 bytes
+//! The encoder's loop with the memo's front tables: a chunk of 1 to 15 bytes
 //! seen lately costs one probe in a small direct-mapped table (`memo.rs`,
-//! `Front`), token or merged chunk alike, before the vocabulary's maps and
-//! the memo. Measurements: docs/performance.md, "The hot loop".
+//! `ShortFront` for 1 to 7 bytes, `Front` for 8 to 15), token or merged
+//! chunk alike, before the vocabulary's maps and the memo. Measurements:
+//! docs/performance.md, "The hot loop".
 
-use super::memo::{Memo, FRONT_IDS};
+use super::memo::{Memo, FRONT_IDS, SHORT_IDS};
 use super::Encoder;
 use crate::vocab::{pack, Rank, NONE};
 
@@ -27,17 +28,34 @@ fn key_at(text: &[u8], chunk: &[u8]) -> u128 {
     key
 }
 
+/// The key of a `chunk` of 1..=7 bytes of `text` for the short front table:
+/// its bytes, little-endian, and its length in the top byte (so no two
+/// chunks share a key, NUL bytes included, and none is 0, the empty slot's),
+/// from one 8-byte load masked to its length; byte by byte near the end of
+/// `text`.
+#[inline(always)]
+fn short_key_at(text: &[u8], chunk: &[u8]) -> u64 {
+    let n = chunk.len();
+    debug_assert!((1..=7).contains(&n));
+    let at = (chunk.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    let bytes = match text.get(at..at.wrapping_add(8)) {
+        Some(wide) => u64::from_le_bytes(wide.try_into().unwrap()) & (u64::MAX >> (64 - 8 * n)),
+        None => chunk.iter().rev().fold(0, |k, &b| k << 8 | b as u64),
+    };
+    bytes | (n as u64) << 56
+}
+
 /// Texts this long (bytes) get the memo's front table (see
 /// `Encoder::encode_ordinary_into`).
 const FRONT_TEXT: usize = 1 << 16;
 
 impl Encoder {
     /// [`Encoder::encode_ordinary`], appending to `out` and remembering in
-    /// `memo` the chunks that took merging (and, in its front table, the
-    /// chunks of 3 to 15 bytes seen lately).
+    /// `memo` the chunks that took merging (and, in its front tables, the
+    /// chunks of 1 to 15 bytes seen lately).
     ///
     /// A text of fewer than `FRONT_TEXT` bytes with a memo that has no front
-    /// table yet is encoded without one: making it (512 KiB) would cost more
+    /// tables yet is encoded without them: making them (768 KiB) would cost more
     /// than it saves, and a memo that is not pooled (cache off) would make
     /// one for each call.
     pub(super) fn encode_ordinary_into(
@@ -74,11 +92,13 @@ impl Encoder {
         Ok(true)
     }
 
-    /// [`Encoder::encode_ordinary_into`] with the memo's front table (made):
-    /// a chunk of 3 to 15 bytes seen lately costs one probe in it, token or
-    /// merged chunk alike, and its key one masked load (`key_at`) instead of
-    /// `pack`'s branches on the length. Chunks of 1-2 bytes keep the
-    /// vocabulary's flat tables, which cost less than a probe.
+    /// [`Encoder::encode_ordinary_into`] with the memo's front tables (made):
+    /// a chunk of 1 to 15 bytes seen lately costs one probe in one of them,
+    /// token or merged chunk alike, and its key one masked load
+    /// (`short_key_at`, `key_at`) instead of `pack`'s branches on the
+    /// length. Chunks of 1-2 bytes go through the short table too: taking
+    /// the vocabulary's flat tables, they made the branch on the length the
+    /// loop's most mispredicted one (docs/performance.md, "The hot loop").
     fn encode_with_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
         let mut err = None;
         let bytes = text.as_bytes();
@@ -92,7 +112,20 @@ impl Encoder {
                     return;
                 }
                 let chunk = chunk.as_bytes();
-                let done = if (3..=15).contains(&chunk.len()) {
+                let done = if (1..=7).contains(&chunk.len()) {
+                    let key = short_key_at(bytes, chunk);
+                    let slot = Memo::short_slot(key);
+                    if let Some(ids) = memo.short_get(slot, key) {
+                        push_short_ids(out, ids);
+                        return;
+                    }
+                    let start = out.len();
+                    let done = self.encode_unseen(chunk, memo, out);
+                    if done == Ok(true) {
+                        memo.short_put(slot, key, &out[start..]);
+                    }
+                    done
+                } else if (8..=15).contains(&chunk.len()) {
                     let key = key_at(bytes, chunk);
                     let slot = Memo::front_slot(key);
                     if let Some((ids, n)) = memo.front_get(slot, key) {
@@ -155,6 +188,22 @@ fn push_front_ids(out: &mut Vec<Rank>, ids: &[Rank; FRONT_IDS], n: usize) {
     }
 }
 
+/// Appends a short front slot's ids to `out`: both copied (a fixed-size
+/// copy), the length then set past one or two.
+#[inline(always)]
+fn push_short_ids(out: &mut Vec<Rank>, ids: &[Rank; SHORT_IDS]) {
+    let n = 1 + (ids[1] != NONE) as usize;
+    out.reserve(SHORT_IDS);
+    // SAFETY: `reserve` made room for SHORT_IDS more ids past the length;
+    // the first `n <= SHORT_IDS` of them are written here before they are
+    // counted in the length.
+    unsafe {
+        let end = out.as_mut_ptr().add(out.len());
+        std::ptr::copy_nonoverlapping(ids.as_ptr(), end, SHORT_IDS);
+        out.set_len(out.len() + n);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,10 +224,34 @@ mod tests {
         }
     }
 
-    /// The memo's front table changes no id: a text of 60k distinct words
-    /// (so that chunks take each other's slots) encodes with it as without
-    /// it, twice with the same memo (the second time from a full table), and
-    /// as chunk by chunk; chunks of 1 to 3 ids, of more, and of more than 15
+    /// `short_key_at` is a chunk's bytes and length wherever the chunk lies
+    /// (the last 7 bytes, where no 8-byte load fits, included), and no two
+    /// chunks share a key: NUL bytes, which the padding is made of, and
+    /// length bytes (1-7) in the text included.
+    #[test]
+    fn short_key_at_is_bytes_and_length() {
+        let text: Vec<u8> = (0..40u8).map(|i| [0, 1, 7, b'a', 0xE9, 0xFF][i as usize % 6] ^ (i / 6)).collect();
+        let mut seen = std::collections::HashMap::new();
+        for start in 0..text.len() {
+            for n in 1..=7.min(text.len() - start) {
+                let chunk = &text[start..start + n];
+                let mut want = (n as u64) << 56;
+                for (k, &b) in chunk.iter().enumerate() {
+                    want |= (b as u64) << (8 * k);
+                }
+                let key = short_key_at(&text, chunk);
+                assert_eq!(key, want, "{start}+{n}");
+                assert_eq!(*seen.entry(key).or_insert(chunk), chunk);
+            }
+        }
+        assert!(seen.len() > 100);
+    }
+
+    /// The memo's front tables change no id: a text of 60k distinct words
+    /// (so that chunks take each other's slots) encodes with them as without
+    /// them, twice with the same memo (the second time from full tables), and
+    /// as chunk by chunk; chunks of 1 to 7 bytes and of 8 to 15 (the two
+    /// tables), of 1 to 3 ids, of more, of more than 15 bytes, and with NUL
     /// bytes alike.
     #[test]
     fn front_table_is_invisible() {
@@ -191,7 +264,7 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let letters = ["t", "h", "e", "n", "a", "m", "é", "1", "\n", "."];
+        let letters = ["t", "h", "e", "n", "a", "m", "é", "1", "\n", ".", "\0"];
         let mut text = String::new();
         for _ in 0..60_000 {
             text.push(' ');

@@ -31,7 +31,7 @@ use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
-use crate::vocab::{pack, Rank};
+use crate::vocab::{pack, Rank, NONE};
 
 /// chunk -> ids for the chunks that took merging.
 #[derive(Default)]
@@ -49,23 +49,32 @@ pub struct Memo {
     ids: Vec<Rank>,
     /// The bytes of the long keys.
     long_bytes: usize,
-    /// The front table: chunk of 3..=15 bytes (by `pack`) -> its ids (at
-    /// most `FRONT_IDS`), for tokens and merged chunks alike, so that a
-    /// chunk seen lately costs one probe in this table (512 KiB, which
-    /// stays in the CPU's L2 cache) instead of one into the vocabulary's
-    /// maps, and for a merged chunk a second into `short`. It takes tokens
-    /// and chunks found in the memo, not a chunk merged for the first time
-    /// (most of those never recur). Direct-mapped: a chunk takes its slot
-    /// from the one before, so the table needs no clearing, its size is
-    /// fixed, and the memo's starting afresh leaves it as it is (its ids are
-    /// still right). Empty until `ready`. (`front.rs`, `Encoder::encode_with_front`.)
+    /// The front tables: chunk -> its ids, for tokens and merged chunks
+    /// alike, so that a chunk seen lately costs one probe in a small table
+    /// instead of one into the vocabulary's maps (and for a merged chunk a
+    /// second into `short`). Chunks of 1 to 7 bytes, 86% of English's,
+    /// go in `short_front` (32k slots of 16 bytes, 512 KiB: the chunk's
+    /// bytes and length in one `u64`, at most `SHORT_IDS` ids), chunks of 8
+    /// to 15 in `front` (8k slots of 32 bytes, 256 KiB: `pack`ed, at most
+    /// `FRONT_IDS` ids). Each takes tokens and chunks found in the memo, not
+    /// a chunk merged for the first time (most of those never recur).
+    /// Direct-mapped: a chunk takes its slot from the one before, so the
+    /// tables need no clearing, their size is fixed, and the memo's starting
+    /// afresh leaves them as they are (their ids are still right). Empty
+    /// until `ready`. (`front.rs`, `Encoder::encode_with_front`; why two
+    /// tables, and every chunk of 1-2 bytes too: docs/performance.md, "The
+    /// hot loop".)
     front: Vec<Front>,
+    short_front: Vec<ShortFront>,
 }
 
-/// How many ids a front slot holds.
+/// How many ids a front slot holds, and a short front slot.
 pub(super) const FRONT_IDS: usize = 3;
-/// The front table has `1 << FRONT_BITS` slots of 32 bytes.
-const FRONT_BITS: u32 = 14;
+pub(super) const SHORT_IDS: usize = 2;
+/// The front table has `1 << FRONT_BITS` slots of 32 bytes, the short one
+/// `1 << SHORT_BITS` of 16.
+const FRONT_BITS: u32 = 13;
+const SHORT_BITS: u32 = 15;
 
 /// A slot of the front table: key 0 (the packing of no bytes) is empty.
 #[derive(Clone, Copy, Default)]
@@ -74,6 +83,15 @@ struct Front {
     key: u128,
     ids: [Rank; FRONT_IDS],
     n: u32,
+}
+
+/// A slot of the short front table: key 0 (length 0) is empty; a second id
+/// of `NONE` means one id.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct ShortFront {
+    key: u64,
+    ids: [Rank; SHORT_IDS],
 }
 
 impl Memo {
@@ -101,15 +119,16 @@ impl Memo {
         !self.front.is_empty()
     }
 
-    /// Makes the front table (once per memo: 512 KiB of zeros).
+    /// Makes the front tables (once per memo: 768 KiB of zeros).
     #[inline]
     pub fn ready(&mut self) {
         if self.front.is_empty() {
             self.front = vec![Front::default(); 1 << FRONT_BITS];
+            self.short_front = vec![ShortFront::default(); 1 << SHORT_BITS];
         }
     }
 
-    /// The front slot of `key` (a `pack`ed chunk of 3..=15 bytes).
+    /// The front slot of `key` (a `pack`ed chunk of 8..=15 bytes).
     #[inline(always)]
     pub fn front_slot(key: u128) -> usize {
         let (lo, hi) = (key as u64, (key >> 64) as u64);
@@ -135,6 +154,29 @@ impl Memo {
         if ids.len() <= FRONT_IDS {
             let id = |k: usize| ids.get(k).copied().unwrap_or(0);
             self.front[slot] = Front { key, ids: [id(0), id(1), id(2)], n: ids.len() as u32 };
+        }
+    }
+
+    /// The short front slot of `key` (a chunk of 1..=7 bytes by
+    /// `short_key_at`).
+    #[inline(always)]
+    pub fn short_slot(key: u64) -> usize {
+        (key.wrapping_mul(0xf135_7aea_2e62_a9c5) >> (64 - SHORT_BITS)) as usize
+    }
+
+    /// The ids in short slot `slot` if it holds `key`: both, of which the
+    /// second is `NONE` for a chunk of one id.
+    #[inline(always)]
+    pub fn short_get(&self, slot: usize, key: u64) -> Option<&[Rank; SHORT_IDS]> {
+        let f = &self.short_front[slot];
+        (f.key == key).then_some(&f.ids)
+    }
+
+    /// Puts `key` -> `ids` in short slot `slot` if they fit.
+    #[inline(always)]
+    pub fn short_put(&mut self, slot: usize, key: u64, ids: &[Rank]) {
+        if (1..=SHORT_IDS).contains(&ids.len()) {
+            self.short_front[slot] = ShortFront { key, ids: [ids[0], ids.get(1).copied().unwrap_or(NONE)] };
         }
     }
 
@@ -177,6 +219,7 @@ impl Memo {
             + self.long_bytes
             + self.ids.capacity() * 4
             + self.front.len() * std::mem::size_of::<Front>()
+            + self.short_front.len() * std::mem::size_of::<ShortFront>()
     }
 }
 
