@@ -3,6 +3,7 @@
 //! The modules, in a strict one-way order: each uses only modules above it
 //! (no import circles, no upward arrows). Read top to bottom:
 //! - [`limits`]: limits on input, and the errors past them;
+//! - [`pages`]: mapping a fresh buffer's pages in one call;
 //! - [`vocab`]: `Rank`, `NONE`, `MAX_ID`, the `Vocab` (token bytes -> rank) and `pack`/`pack_small`;
 //! - [`idtext`]: token ids written as text and read back (`bpe encode`/`decode`);
 //! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
@@ -25,6 +26,7 @@
 //! Why the code is laid out as it is, with measurements: docs/performance.md.
 
 pub mod limits;
+pub mod pages;
 pub mod vocab;
 pub mod idtext;
 pub mod patterns;

@@ -55,7 +55,11 @@ fn common_prefix(tokens: &[String]) -> &[u8] {
 }
 
 pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
-    Vec::with_capacity(bytes / 3)
+    let mut ids = Vec::with_capacity(bytes / 3);
+    // Mapped in one call as far as English fills it (an id per 4 bytes):
+    // the rest, if used, faults page by page (`pages.rs`).
+    crate::pages::map_for_writing(ids.as_mut_ptr() as *mut u8, bytes);
+    ids
 }
 
 pub struct Encoder {
