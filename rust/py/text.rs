@@ -111,7 +111,7 @@ pub(super) fn utf8_all<'a>(
 fn latin1(units: &[u8]) -> String {
     let len = simdutf::utf8_length_from_latin1(units);
     // SAFETY: simdutf writes the UTF-8 of `units`: `len` bytes.
-    let text = unsafe { written(len, len, |out| simdutf::convert_latin1_to_utf8(units.as_ptr(), units.len(), out)) };
+    let text = unsafe { written(len, |out| simdutf::convert_latin1_to_utf8(units.as_ptr(), units.len(), out)) };
     assert_eq!(text.len(), len, "latin-1 to UTF-8: length");
     text
 }
@@ -141,7 +141,7 @@ fn ucs2(units: &[u16]) -> Option<String> {
     }
     // SAFETY: surrogate-free UCS-2 is valid UTF-16 (native byte order, as
     // the str holds it), whose UTF-8 is the `len` bytes counted above.
-    let text = unsafe { written(len, len, |out| simdutf::convert_valid_utf16_to_utf8(units.as_ptr(), units.len(), out)) };
+    let text = unsafe { written(len, |out| simdutf::convert_valid_utf16_to_utf8(units.as_ptr(), units.len(), out)) };
     assert_eq!(text.len(), len, "UCS-2 to UTF-8: length");
     Some(text)
 }
@@ -156,13 +156,12 @@ fn ucs2(units: &[u16]) -> Option<String> {
 fn ucs4(units: &[u32]) -> Option<String> {
     // SAFETY: UTF-8 takes at most 4 bytes a code point; simdutf writes the
     // UTF-8 of valid UTF-32, or returns 0 for invalid (a surrogate).
-    let text = unsafe { written(4 * units.len(), units.len(), |out| simdutf::convert_utf32_to_utf8(units.as_ptr(), units.len(), out)) };
+    let text = unsafe { written(4 * units.len(), |out| simdutf::convert_utf32_to_utf8(units.as_ptr(), units.len(), out)) };
     (units.is_empty() || !text.is_empty()).then_some(text)
 }
 
 /// A string of the bytes `write` writes, given room for `room` of them; it
-/// returns how many it wrote, at least `least` (whose pages are mapped in
-/// one call first: `pages.rs`).
+/// returns how many it wrote.
 ///
 /// The buffer is not zeroed first: zeroing it cost 4% of `encode_to_numpy`
 /// on 10 MB of English when the memory was reused.
@@ -170,9 +169,8 @@ fn ucs4(units: &[u32]) -> Option<String> {
 /// # Safety
 /// `write` must write valid UTF-8 to the first bytes of its room, at most
 /// `room` of them, and return their number.
-unsafe fn written(room: usize, least: usize, write: impl FnOnce(*mut u8) -> usize) -> String {
+unsafe fn written(room: usize, write: impl FnOnce(*mut u8) -> usize) -> String {
     let mut out: Vec<u8> = Vec::with_capacity(room);
-    crate::pages::map_for_writing(out.as_mut_ptr(), least.min(room));
     let n = write(out.as_mut_ptr());
     assert!(n <= room, "str to UTF-8: wrote {n} bytes into room for {room}");
     // SAFETY: `write` initialised `n` bytes of UTF-8 (the caller's promise).
