@@ -4,7 +4,7 @@
 //! chunk alike, before the vocabulary's maps and the memo. Measurements:
 //! docs/performance.md, "The hot loop".
 
-use super::memo::{Memo, FRONT_IDS, SHORT_IDS};
+use super::memo::Memo;
 use super::Encoder;
 use crate::vocab::{pack, Rank, NONE};
 
@@ -116,7 +116,8 @@ impl Encoder {
                     let key = short_key_at(bytes, chunk);
                     let slot = Memo::short_slot(key);
                     if let Some(ids) = memo.short_get(slot, key) {
-                        push_short_ids(out, ids);
+                        // (A second id of NONE: one id.)
+                        push_ids(out, ids, 1 + (ids[1] != NONE) as usize);
                         return;
                     }
                     let start = out.len();
@@ -129,7 +130,7 @@ impl Encoder {
                     let key = key_at(bytes, chunk);
                     let slot = Memo::front_slot(key);
                     if let Some((ids, n)) = memo.front_get(slot, key) {
-                        push_front_ids(out, ids, n);
+                        push_ids(out, ids, n);
                         return;
                     }
                     let start = out.len();
@@ -168,38 +169,22 @@ impl Encoder {
     }
 }
 
-/// Appends the first `n` of a front slot's ids to `out`. All three are
+/// Appends the first `n` of a front slot's `N` ids to `out`. All `N` are
 /// copied, a fixed-size copy, and `n` kept: `extend_from_slice` of a length
 /// known only at run time was a call to `memcpy` for every chunk of two or
 /// three ids (`examples/profile.rs`, alternated: code +1-2%, English and
 /// FLORES-200 within noise).
 #[inline(always)]
-fn push_front_ids(out: &mut Vec<Rank>, ids: &[Rank; FRONT_IDS], n: usize) {
-    debug_assert!((1..=FRONT_IDS).contains(&n));
-    let n = n.min(FRONT_IDS);
-    out.reserve(FRONT_IDS);
-    // SAFETY: `reserve` made room for FRONT_IDS more ids past the length;
-    // the first `n <= FRONT_IDS` of them are written here before they are
-    // counted in the length.
+fn push_ids<const N: usize>(out: &mut Vec<Rank>, ids: &[Rank; N], n: usize) {
+    debug_assert!((1..=N).contains(&n));
+    let n = n.min(N);
+    out.reserve(N);
+    // SAFETY: `reserve` made room for N more ids past the length; the first
+    // `n <= N` of them are written here before they are counted in the
+    // length.
     unsafe {
         let end = out.as_mut_ptr().add(out.len());
-        std::ptr::copy_nonoverlapping(ids.as_ptr(), end, FRONT_IDS);
-        out.set_len(out.len() + n);
-    }
-}
-
-/// Appends a short front slot's ids to `out`: both copied (a fixed-size
-/// copy), the length then set past one or two.
-#[inline(always)]
-fn push_short_ids(out: &mut Vec<Rank>, ids: &[Rank; SHORT_IDS]) {
-    let n = 1 + (ids[1] != NONE) as usize;
-    out.reserve(SHORT_IDS);
-    // SAFETY: `reserve` made room for SHORT_IDS more ids past the length;
-    // the first `n <= SHORT_IDS` of them are written here before they are
-    // counted in the length.
-    unsafe {
-        let end = out.as_mut_ptr().add(out.len());
-        std::ptr::copy_nonoverlapping(ids.as_ptr(), end, SHORT_IDS);
+        std::ptr::copy_nonoverlapping(ids.as_ptr(), end, N);
         out.set_len(out.len() + n);
     }
 }
