@@ -76,8 +76,8 @@ fn halves(key: u128) -> (u64, u64) {
 }
 
 /// How many ids a front slot holds, and a short front slot.
-pub(super) const FRONT_IDS: usize = 3;
-pub(super) const SHORT_IDS: usize = 2;
+const FRONT_IDS: usize = 3;
+const SHORT_IDS: usize = 2;
 /// The front table has `1 << FRONT_BITS` slots of 32 bytes, the short one
 /// `1 << SHORT_BITS` of 16.
 const FRONT_BITS: u32 = 13;
@@ -138,7 +138,7 @@ impl Memo {
     /// The front slot of `key` (a `pack`ed chunk of 8..=15 bytes).
     #[inline(always)]
     pub fn front_slot(key: u128) -> usize {
-        let (lo, hi) = (key as u64, (key >> 64) as u64);
+        let (lo, hi) = halves(key);
         let h = (lo ^ hi.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xf135_7aea_2e62_a9c5);
         (h >> (64 - FRONT_BITS)) as usize
     }

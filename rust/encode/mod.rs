@@ -58,7 +58,7 @@ pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
     let mut ids = Vec::with_capacity(bytes / 3);
     // Mapped in one call as far as English fills it (an id per 4 bytes):
     // the rest, if used, faults page by page (`pages.rs`).
-    crate::pages::map_for_writing(ids.as_mut_ptr() as *mut u8, bytes);
+    crate::pages::map_for_writing(ids.as_mut_ptr() as *mut u8, bytes.min(ids.capacity() * 4));
     ids
 }
 
