@@ -13,8 +13,10 @@
 //! and never a wait: if another thread holds the pool's lock, the call
 //! starts with a fresh memo and gives it back only if the lock is free
 //! then. So 16 threads never queue on it. The pool keeps memos while their
-//! memory fits its cap (`set_capacity`, 0: keep none); a memo itself starts
-//! afresh past `MAX_CHUNKS` chunks or `MAX_IDS` ids, which bounds each one.
+//! memory fits its cap (`set_capacity`, 0: keep none); a memo itself, when
+//! full (`MAX_CHUNKS` chunks or `MAX_IDS` ids), doubles its room if its old
+//! chunks keep being found (at most `MAX_GROWN` times: 256k chunks), else
+//! starts afresh, which bounds each one (~17 MiB at most).
 //! A memo returns exactly the ids merging gave, so the ids never depend on
 //! what the pool holds.
 //!
@@ -66,7 +68,20 @@ pub struct Memo {
     /// hot loop".)
     front: Vec<Front>,
     short_front: Vec<ShortFront>,
+    /// How a memo learns whether holding more chunks pays (`insert`): the
+    /// chunks put in since it last grew or started afresh; how many times
+    /// it has grown; where in `ids` the current epoch's chunks start (those
+    /// before it are "old"); look-ups this epoch that found an old chunk;
+    /// whether the last epoch found enough of them.
+    puts: u32,
+    grown: u32,
+    mark: u32,
+    old_hits: u32,
+    pays: bool,
 }
+
+/// In a memo entry's id count: found again after the epoch it was put in.
+const FOUND_OLD: u32 = 1 << 31;
 
 /// A `pack`ed key as two `u64`s: a `u128` is aligned to 16 bytes, which
 /// pads each bucket of `short` (key and value) from 24 to 32 bytes.
@@ -102,21 +117,36 @@ struct ShortFront {
 }
 
 impl Memo {
-    /// Past this many chunks, or this many ids, the memo starts afresh. A
-    /// small memo stays in cache: on 200 languages (FLORES), where words
-    /// recur less, an unbounded one made encoding 15-20% slower than 32k
-    /// chunks; English gained nothing from more. (MAX_IDS is small in unit
-    /// tests, so that they reach it quickly.)
-    pub const MAX_CHUNKS: usize = 1 << 15;
-    pub const MAX_IDS: usize = if cfg!(test) { 1 << 12 } else { 1 << 20 };
+    /// Past this many chunks (`<< grown`), or this many ids, the memo
+    /// grows or starts afresh (`insert`). A small memo stays in cache: on
+    /// 200 languages (FLORES), where words recur less, an unbounded one made
+    /// encoding 15-20% slower than 32k chunks. (Both are small in unit
+    /// tests, so that they reach them quickly.)
+    pub const MAX_CHUNKS: usize = if cfg!(test) { 1 << 10 } else { 1 << 15 };
+    pub const MAX_IDS: usize = if cfg!(test) { 1 << 14 } else { 1 << 20 };
+    /// A memo doubles at most this many times: 256k chunks, with `MAX_IDS`
+    /// ~17 MiB (`bytes`).
+    pub const MAX_GROWN: u32 = 3;
+    /// Chunks put in per epoch; an epoch "pays" if at least `PAYS` of its
+    /// look-ups found a chunk from before it.
+    const EPOCH: u32 = Self::MAX_CHUNKS as u32 / 2;
+    const PAYS: u32 = Self::EPOCH / 4;
 
     /// Always inlined: called once for each chunk that is not one token
     /// (left to the compiler it was a call, 5-6% of `perf`'s samples on
     /// English).
     #[inline(always)]
-    pub fn get(&self, chunk: &[u8]) -> Option<&[Rank]> {
-        let found = if chunk.len() <= 15 { self.short.get(&halves(pack(chunk))) } else { self.long.get(chunk) };
-        let &(start, len) = found?;
+    pub fn get(&mut self, chunk: &[u8]) -> Option<&[Rank]> {
+        let found = if chunk.len() <= 15 { self.short.get_mut(&halves(pack(chunk))) } else { self.long.get_mut(chunk) };
+        let (start, len) = found?;
+        let start = *start;
+        // (A chunk put in before this epoch, found for the first time since:
+        // see `insert`.)
+        if start < self.mark && *len & FOUND_OLD == 0 {
+            *len |= FOUND_OLD;
+            self.old_hits += 1;
+        }
+        let len = *len & !FOUND_OLD;
         Some(&self.ids[start as usize..(start + len) as usize])
     }
 
@@ -187,16 +217,33 @@ impl Memo {
         }
     }
 
+    /// Remembers `chunk` -> `ids`. A full memo (`MAX_CHUNKS << grown`
+    /// chunks, or `MAX_IDS` ids) doubles its room if the last epoch's
+    /// look-ups kept finding chunks older than the epoch, else it starts
+    /// afresh (and gives back the room it grew).
+    ///
+    /// Why: on long texts of one language the words merged long ago keep
+    /// recurring, and a memo that forgets them every 32k chunks merges them
+    /// again (10 MB of English: 51.7k merges, ~27% of a warm call; a model
+    /// that keeps them all: 26.6k). On FLORES-200, a run of a few
+    /// languages at a time, the old chunks are rarely found again (~2-15%
+    /// of an epoch's chunks, against 40-57% on English), and a larger memo
+    /// only made every look-up and insert slower (measured in
+    /// docs/performance.md, "The memo's growth").
     #[inline]
     pub fn insert(&mut self, chunk: &[u8], ids: &[Rank]) {
-        if self.ids.len() + ids.len() > Self::MAX_IDS || self.short.len() + self.long.len() >= Self::MAX_CHUNKS {
+        let ids_full = self.ids.len() + ids.len() > Self::MAX_IDS;
+        if ids_full || self.len() >= Self::MAX_CHUNKS << self.grown {
             if ids.len() > Self::MAX_IDS {
                 return;
             }
-            self.short.clear();
-            self.long.clear();
-            self.ids.clear();
-            self.long_bytes = 0;
+            if !ids_full && self.pays && self.grown < Self::MAX_GROWN {
+                self.grown += 1;
+            } else {
+                self.start_afresh();
+            }
+            self.puts = 0;
+            self.old_hits = 0;
         }
         let at = (self.ids.len() as u32, ids.len() as u32);
         if chunk.len() <= 15 {
@@ -205,7 +252,35 @@ impl Memo {
             self.long.insert(chunk.into(), at);
             self.long_bytes += chunk.len();
         }
+        self.puts += 1;
+        if self.puts % Self::EPOCH == 0 {
+            self.pays = self.old_hits >= Self::PAYS;
+            self.old_hits = 0;
+            self.mark = (self.ids.len() + ids.len()) as u32;
+        }
         self.ids.extend_from_slice(ids);
+    }
+
+    /// Forgets every chunk (not the front tables: their ids stay right), and
+    /// the room it grew.
+    fn start_afresh(&mut self) {
+        self.short.clear();
+        self.long.clear();
+        self.ids.clear();
+        if self.grown > 0 {
+            self.short.shrink_to(Self::MAX_CHUNKS);
+            self.long.shrink_to(0);
+            self.ids.shrink_to(0);
+            self.grown = 0;
+        }
+        self.long_bytes = 0;
+        self.mark = 0;
+        self.pays = false;
+    }
+
+    /// How many times it has doubled its room since it last started afresh.
+    pub fn grown(&self) -> u32 {
+        self.grown
     }
 
     /// The chunks it holds.
@@ -239,8 +314,9 @@ pub struct MemoPool {
     fresh: AtomicUsize,
 }
 
-/// The default cap: 64 MiB, room for a dozen full memos (16 threads rarely
-/// fill theirs: 10 MB of English leaves ~2 MB in each).
+/// The default cap: 64 MiB, room for a dozen memos of 32k chunks or three at
+/// their largest (16 threads rarely fill theirs: 10 MB of English leaves ~2
+/// MB in each).
 pub const DEFAULT_CAPACITY: usize = 64 << 20;
 
 /// What `MemoPool::info` reports.
@@ -372,7 +448,7 @@ mod tests {
         assert_eq!((info.memos, info.entries, info.fresh), (1, 2, 1));
         assert!(info.bytes > 0 && info.bytes <= info.capacity);
         {
-            let m = PooledMemo::new(&pool);
+            let mut m = PooledMemo::new(&pool);
             assert_eq!(m.get(b"hello"), Some(&[1, 2][..]));
             assert_eq!(m.get(b"a chunk of more than fifteen bytes"), Some(&[3, 4, 5][..]));
             // Taken: a second call at the same time starts afresh.
@@ -395,5 +471,95 @@ mod tests {
             m.insert(b"hello", &[1, 2]);
         }
         assert_eq!(pool.info().memos, 0);
+    }
+
+    /// A chunk's key in the growth tests: distinct for each `k`, at most 15
+    /// bytes (the short map) or longer (the long one), and its ids.
+    fn chunk(k: usize) -> (Vec<u8>, Vec<Rank>) {
+        let key = if k % 5 == 0 { format!("a longer chunk {k}") } else { format!("w{k}") };
+        (key.into_bytes(), if k % 2 == 0 { vec![k as Rank] } else { vec![k as Rank, 7] })
+    }
+
+    /// Puts chunks 0..n in a fresh memo; before putting chunk k, looks up
+    /// chunk `back(k)` (if any) and checks its ids.
+    fn fill(n: usize, back: impl Fn(usize) -> Option<usize>) -> (Memo, Vec<u32>) {
+        let mut m = Memo::default();
+        let mut grown = vec![];
+        for k in 0..n {
+            if let Some(b) = back(k) {
+                let (key, ids) = chunk(b);
+                if let Some(found) = m.get(&key) {
+                    assert_eq!(found, &ids[..], "chunk {b} looked up before chunk {k}");
+                }
+            }
+            let (key, ids) = chunk(k);
+            m.insert(&key, &ids);
+            grown.push(m.grown());
+        }
+        (m, grown)
+    }
+
+    /// A memo whose chunks from before the epoch keep being found doubles
+    /// its room at each fill, up to `MAX_GROWN` times, keeping every chunk
+    /// (with its ids); then it starts afresh, and gives the room back.
+    #[test]
+    fn a_memo_grows_while_its_old_chunks_recur() {
+        let epoch = Memo::EPOCH as usize;
+        let most = Memo::MAX_CHUNKS << Memo::MAX_GROWN;
+        // Chunk k looks up chunk k - epoch: one old chunk found per put.
+        let (mut m, grown) = fill(most, |k| k.checked_sub(epoch));
+        assert_eq!((m.len(), m.grown()), (most, Memo::MAX_GROWN));
+        for k in [0, 1, 5, Memo::MAX_CHUNKS, most - 1] {
+            let (key, ids) = chunk(k);
+            assert_eq!(m.get(&key), Some(&ids[..]), "chunk {k}");
+        }
+        // It grew at each fill: 32k chunks (in use), 64k, 128k.
+        for g in 0..Memo::MAX_GROWN {
+            assert_eq!(grown[(Memo::MAX_CHUNKS << g) - 1], g);
+            assert_eq!(grown[Memo::MAX_CHUNKS << g], g + 1);
+        }
+        let big = m.bytes();
+        // One more: started afresh, at its first size.
+        let (mut m, _) = fill(most + 1, |k| k.checked_sub(epoch));
+        assert_eq!((m.len(), m.grown()), (1, 0));
+        assert!(m.bytes() < big / 4, "{} of {big} bytes kept", m.bytes());
+        let (key, ids) = chunk(most);
+        assert_eq!(m.get(&key), Some(&ids[..]));
+    }
+
+    /// A memo whose old chunks are not found again (here: only the chunk
+    /// just put in is looked up, and chunks found fewer than `PAYS` times
+    /// an epoch) starts afresh at `MAX_CHUNKS`, as before growth existed.
+    #[test]
+    fn a_memo_whose_old_chunks_do_not_recur_starts_afresh() {
+        let epoch = Memo::EPOCH as usize;
+        let pays = Memo::PAYS as usize;
+        let (m, grown) = fill(3 * Memo::MAX_CHUNKS + 1, |k| k.checked_sub(1));
+        assert!(grown.iter().all(|&g| g == 0));
+        assert_eq!(m.len(), 1);
+        // Old chunks found, but one fewer than `PAYS` an epoch: still no
+        // growth; each old chunk counts once however often it is found.
+        let few = |k: usize| (k % epoch < pays - 1).then(|| k.checked_sub(epoch)).flatten();
+        let (_, grown) = fill(3 * Memo::MAX_CHUNKS, few);
+        assert!(grown.iter().all(|&g| g == 0));
+        let (_, grown) = fill(3 * Memo::MAX_CHUNKS, |k| k.checked_sub(epoch).map(|b| b - b % 8));
+        assert!(grown.iter().all(|&g| g == 0));
+        // `PAYS` of them: it grows.
+        let enough = |k: usize| (k % epoch < pays).then(|| k.checked_sub(epoch)).flatten();
+        let (_, grown) = fill(Memo::MAX_CHUNKS + 1, enough);
+        assert_eq!(grown[Memo::MAX_CHUNKS], 1);
+    }
+
+    /// The ids limit starts a memo afresh even where it would grow.
+    #[test]
+    fn a_memo_full_of_ids_starts_afresh() {
+        let mut m = Memo::default();
+        let ids = vec![1; Memo::MAX_IDS / 4];
+        for k in 0..4 {
+            m.insert(format!("chunk {k}").as_bytes(), &ids);
+        }
+        m.insert(b"one more", &[5]);
+        assert_eq!((m.len(), m.grown()), (1, 0));
+        assert_eq!(m.get(b"one more"), Some(&[5][..]));
     }
 }

@@ -512,6 +512,45 @@ mod tests {
         assert!(memo.get(b" anthemanthemanthem").is_some() && memo.get(b" anthemanthemanthe").is_none());
     }
 
+    /// A memo that grows (its old words recur) and then starts afresh (on
+    /// words it never saw) changes no id, within a call and across calls.
+    #[test]
+    fn a_growing_memo_is_invisible() {
+        let ranks = byte_ranks(&["th", "the", "he", "en", "an", "ant", " t", " th", " the", "em"]);
+        let enc = Encoder::new(ranks, FxHashMap::default(), GPT4_PATTERN).unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Word k: a space and 2 to 21 letters, most of them chunks that take
+        // merging (some longer than 15 bytes), distinct for distinct k.
+        let word = |k: u64| {
+            let mut h = (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let mut w = String::from(" ");
+            for _ in 0..2 + k % 20 {
+                w.push(b"thenam"[(h >> 61) as usize % 6] as char);
+                h = h.rotate_left(3) ^ k;
+            }
+            w
+        };
+        // 20k draws from 1,500 words (more than `MAX_CHUNKS`, 1,024 in
+        // tests), then 20k words never seen before.
+        let recurring: String = (0..20_000).map(|_| word(next() % 1500)).collect();
+        let fresh: String = (0..20_000).map(|i| word(1_000_000 + 7 * i)).collect();
+        let mut memo = Memo::default();
+        for (text, grown) in [(&recurring, true), (&fresh, false)] {
+            let mut chunk_by_chunk = vec![];
+            enc.splitter.for_each_chunk(text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
+            let mut ids = vec![];
+            enc.encode_ordinary_into(text, &mut memo, &mut ids).unwrap();
+            assert!(ids == chunk_by_chunk);
+            assert_eq!(memo.grown() > 0, grown, "{} chunks in the memo", memo.len());
+        }
+    }
+
     /// The chunk cache changes no id: on, off, too small to keep a memo,
     /// cleared, and shared by threads.
     #[test]
