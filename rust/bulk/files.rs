@@ -158,7 +158,8 @@ fn cut_before(file: &File, seg: &Segment, lo: u64, x: u64, avoid: &[&str], buf: 
 }
 
 /// Reads, checks and encodes piece `k` of a range whose nominal points are
-/// `points` (see the module's doc).
+/// `points` (see the module's doc), into `ids` (an empty spare buffer,
+/// replaced by a fresh one if it has too little room).
 #[allow(clippy::too_many_arguments)]
 fn encode_piece(
     enc: &Encoder,
@@ -170,6 +171,7 @@ fn encode_piece(
     avoid: &[&str],
     memo: &mut Memo,
     buf: &mut Vec<u8>,
+    mut ids: Vec<Rank>,
 ) -> Result<Done, String> {
     let last = points.len() - 1;
     let start = if k == 0 {
@@ -177,7 +179,7 @@ fn encode_piece(
     } else {
         match cut_before(file, seg, points[k - 1], points[k], avoid, buf)? {
             Some(c) => c,
-            None => return Ok(Done { ids: Vec::new(), bytes: 0 }),
+            None => return Ok(Done { ids, bytes: 0 }),
         }
     };
     let path = &seg.range.path;
@@ -211,7 +213,9 @@ fn encode_piece(
             return Err(super::disallowed_error(path, found, at));
         }
     }
-    let mut ids = ids_buffer(text.len());
+    if ids.capacity() < text.len() / 3 {
+        ids = ids_buffer(text.len());
+    }
     enc.encode_into(text, opts.allowed, memo, &mut ids)?;
     Ok(Done { ids, bytes: end - start })
 }
@@ -251,6 +255,11 @@ pub(super) fn encode_files_parallel(
     // The pieces handed to the sink so far (threads wait on it to run ahead).
     let handed = (Mutex::new(0usize), Condvar::new());
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Done, String>)>();
+    // Ids buffers the sink is done with, for the next pieces: a fresh
+    // buffer's pages are each mapped and zeroed by the kernel (a 2 MiB piece
+    // of English fills ~2 MB of ids). A buffer is made only when none is
+    // spare, so there are never more than pieces in flight.
+    let spare: Mutex<Vec<Vec<Rank>>> = Mutex::new(Vec::new());
 
     let halt = || {
         stop.store(true, Relaxed);
@@ -281,9 +290,11 @@ pub(super) fn encode_files_parallel(
             }
             let p = &pieces[k];
             let seg = &segments[p.segment];
-            let done = open
-                .file(p.segment, seg)
-                .and_then(|file| encode_piece(enc, seg, file, &points[p.segment], p.k, opts, avoid, &mut memo, &mut buf));
+            let mut ids = spare.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+            ids.clear();
+            let done = open.file(p.segment, seg).and_then(|file| {
+                encode_piece(enc, seg, file, &points[p.segment], p.k, opts, avoid, &mut memo, &mut buf, ids)
+            });
             if tx.send((k, done)).is_err() {
                 return;
             }
@@ -323,8 +334,11 @@ pub(super) fn encode_files_parallel(
             let before = first;
             while first < n {
                 let Some(r) = waiting[first].take() else { break };
-                match r.and_then(|d| hand(first, &d, sink).map(|()| d.bytes)) {
-                    Ok(bytes) => {
+                match r.and_then(|d| hand(first, &d, sink).map(|()| d)) {
+                    Ok(Done { ids, bytes }) => {
+                        if ids.capacity() > 0 {
+                            spare.lock().unwrap_or_else(|e| e.into_inner()).push(ids);
+                        }
                         done_bytes += bytes;
                         first += 1;
                     }

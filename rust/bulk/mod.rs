@@ -199,6 +199,13 @@ impl Sink for Collect {
     }
 
     fn ids(&mut self, _sink: usize, ids: &[Rank]) -> Result<(), String> {
+        // The pages the ids will fill, mapped in one call rather than a
+        // fault each as the copy reaches them (where the room was reserved:
+        // `encode_files` reserves it; ranges under 1 MiB are left alone).
+        if self.ids.capacity() - self.ids.len() >= ids.len() {
+            let end = self.ids.as_mut_ptr_range().end as *mut u8;
+            crate::pages::map_for_writing(end, std::mem::size_of_val(ids));
+        }
         self.ids.extend_from_slice(ids);
         Ok(())
     }
