@@ -264,7 +264,7 @@ def extras(args, enc: str, tools: list[str], first: dict, env: dict, by_tool: di
                 continue
             t0 = time.perf_counter()
             job = {"kind": "extras", "tool": t, "encoding": enc, "repeats": 1, "threads": args.threads,
-                   "corpus": [first["name"], str(first["timed"])]}
+                   "corpus": [first["name"], str(first["timed"])], "warmup": str(first["warmup"])}
             # riptoken's and HF's batch calls take no thread count: they use
             # rayon's global pool, sized by this variable.
             r = run_job(job, args.timeout, dict(env, RAYON_NUM_THREADS=str(args.threads)) if t in ("riptoken", "hf")

@@ -13,8 +13,10 @@ Jobs:
   {"kind": "single", "tool": ..., "encoding": ..., "call": ..., "text": path, "warmup": path or null, "cpus": [c]}
       one single-text call timed once, pinned to one CPU, after a warm-up on
       other text (or none: the cold figure).
-  {"kind": "extras", "tool": ..., "encoding": ..., "corpus": [name, path], "threads": N, "repeats": 1}
-      batch encoding, decode and short strings on one corpus.
+  {"kind": "extras", "tool": ..., "encoding": ..., "corpus": [name, path], "warmup": path, "threads": N,
+   "repeats": 1}
+      batch encoding, decode and short strings on one corpus (a tool's cache
+      emptied and warmed on ``warmup`` before each timed encode).
   {"kind": "files", "tool": ..., "encoding": ..., "mode": "files"|"batch", "file": ..., "warmup": ...,
    "threads": N, "cpus": [...]}
       one encode_files (or encode_batch) call on a large file, N threads.
@@ -264,6 +266,7 @@ class Adapter:
     short_encode = None  # str -> ids, default special-token policy
     short_ordinary = None  # str -> ids
     decode = None  # ids -> str
+    clear_cache = None  # () -> None, for a tool whose encoder keeps a cache across calls
 
     def __init__(self):
         self.calls: dict = {}
@@ -318,6 +321,7 @@ def make_adapter(tool: str, encoding: str) -> Adapter:
         a.short_encode = tok.encode
         a.short_ordinary = tok.encode_ordinary
         a.decode = tok.decode
+        a.clear_cache = getattr(tok, "clear_cache", None)
     elif tool == "gigatoken":
         gigatoken = _import("gigatoken")
         g = gigatoken.Tokenizer.from_tiktoken(tiktoken_file(encoding))
@@ -553,9 +557,11 @@ def digest(job: dict) -> dict:
     return {"digest": ids_digest(ids), "n_ids": len(ids), "wall_s": wall, "version": version("tiktoken")}
 
 
-def _median_run(fn, arg, repeats: int) -> dict:
+def _median_run(fn, arg, repeats: int, before=None) -> dict:
     walls, cpus = [], []
     for _ in range(repeats):
+        if before is not None:
+            before()
         _, w, c = timed(fn, arg)
         walls.append(w)
         cpus.append(c)
@@ -564,9 +570,10 @@ def _median_run(fn, arg, repeats: int) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "cores": cpu / wall if wall > 0 else None, "walls": walls}
 
 
-def alternations(one, batch, n: int = 5) -> dict:
+def alternations(one, batch, before_one, before_batch, n: int = 5) -> dict:
     """Our batch-over-one-thread speed-up, timed in alternation: ``n`` pairs
-    of (one whole-text call, one batch call), each pair's ratio of times.
+    of (one whole-text call, one batch call), each pair's ratio of times,
+    each call after its ``before`` (untimed: see ``extras``).
     On this 2-core machine a minute's slowdown hits two threads harder than
     one, and a single timing of each, seconds apart, swung the ratio from
     1.38 to 1.76 between rounds of the same build; a pair timed back to back
@@ -575,7 +582,9 @@ def alternations(one, batch, n: int = 5) -> dict:
     ratios = []
     kept = None
     for _ in range(n):
+        before_one()
         kept, w_one, _ = timed(one)
+        before_batch()
         kept, w_batch, _ = timed(batch)
         ratios.append(w_one / w_batch)
     del kept
@@ -622,12 +631,29 @@ def extras(job: dict) -> dict:
 
     if a.batch is not None:
         docs = batch_docs(text, 1000)
+        # Before each timed batch or whole-text call of a tool whose encoder
+        # keeps a cache across calls (ours): the cache emptied and warmed on
+        # the warm-up slice (other text of the same corpus), as the
+        # one-thread rows are, so it never holds the timed text's words.
+        # Timed again and again on the same text, a cache that keeps them
+        # would time look-ups, not encoding (and favour the one-thread call,
+        # whose single memo holds all of them).
+        warm = read_text(job["warmup"]) if job.get("warmup") and a.clear_cache is not None else None
+        warm_docs = batch_docs(warm, 1000) if warm is not None else None
+
+        def fresh(call, arg):
+            def before():
+                if warm is not None:
+                    a.clear_cache()
+                    call(arg)
+            return before
 
         def batch_run(t):
             def run():
                 flat = _flat_list(a.batch(docs, t))
-                r = _median_run(lambda d: a.batch(d, t), docs, repeats)
-                r.update(mb_s=nbytes / 1e6 / r["wall_s"], digest=ids_digest(flat), docs=len(docs), threads=t)
+                r = _median_run(lambda d: a.batch(d, t), docs, repeats, fresh(lambda d: a.batch(d, t), warm_docs))
+                r.update(mb_s=nbytes / 1e6 / r["wall_s"], digest=ids_digest(flat), docs=len(docs), threads=t,
+                         warmup_bytes=len(warm.encode("utf-8")) if warm is not None else 0)
                 return r
 
             return _guard(run)
@@ -635,8 +661,13 @@ def extras(job: dict) -> dict:
         entry["batch"] = batch_run(threads)
         if tool == "bpe" and threads != 1:
             entry["batch1"] = batch_run(1)
+            warm_prepared = a.prepare(warm) if warm is not None else None
             entry["scaling"] = _guard(lambda: alternations(lambda: a.primary()(prepared),
-                                                           lambda: a.batch(docs, threads)))
+                                                           lambda: a.batch(docs, threads),
+                                                           fresh(a.primary(), warm_prepared),
+                                                           fresh(lambda d: a.batch(d, threads), warm_docs)))
+            if warm is not None and "ratios" in entry["scaling"]:
+                entry["scaling"]["warmup_bytes"] = len(warm.encode("utf-8"))
     out["corpora"][name] = entry
 
     strings = short_strings(text)

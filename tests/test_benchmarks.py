@@ -57,6 +57,11 @@ def test_quick_run_writes_expected_rows(tmp_path):
             assert r["short"][meth]["ns_per_call"] > 0
     # Our batch gives the ids of the whole text.
     assert ours["corpora"]["tinyshakespeare"]["batch"]["digest"] == ref
+    # Before each timed batch, our cache was emptied and warmed on the
+    # warm-up slice (never the timed text); tiktoken keeps no cache.
+    assert ours["corpora"]["tinyshakespeare"]["batch"]["warmup_bytes"] == warmup[1] - warmup[0]
+    assert ours["corpora"]["tinyshakespeare"]["scaling"]["warmup_bytes"] == warmup[1] - warmup[0]
+    assert theirs["corpora"]["tinyshakespeare"]["batch"]["warmup_bytes"] == 0
     assert any(name.startswith("encode cl100k_base one thread") and verdict in ("PASS", "FAIL")
                for verdict, name, _ in res["targets"])
     # encode_files: measured, or a row saying this build lacks it.
