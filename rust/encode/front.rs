@@ -46,8 +46,9 @@ fn short_key_at(text: &[u8], chunk: &[u8]) -> u64 {
 }
 
 /// Texts this long (bytes) get the memo's front table (see
-/// `Encoder::encode_ordinary_into`).
-const FRONT_TEXT: usize = 1 << 16;
+/// `Encoder::encode_ordinary_into`), and runs of texts this long together
+/// (`Encoder::encode_each`).
+pub(super) const FRONT_TEXT: usize = 1 << 16;
 
 impl Encoder {
     /// [`Encoder::encode_ordinary`], appending to `out` and remembering in

@@ -316,6 +316,13 @@ impl Encoder {
         allowed: &FxHashSet<String>,
         memo: &mut Memo,
     ) -> Result<Vec<Vec<Rank>>, String> {
+        // Texts that are long together get the memo's front tables, as one
+        // long text does: one by one, the texts of a batch (~10 KB each in
+        // the benchmark's) were each too short for them, so a batch with
+        // fresh memos went without (docs/performance.md, "encode_batch").
+        if texts.iter().map(|t| t.len()).sum::<usize>() >= front::FRONT_TEXT {
+            memo.ready();
+        }
         texts
             .iter()
             .map(|t| {
@@ -510,6 +517,27 @@ mod tests {
         // the words after it are in it.
         assert!(memo.len() < 10 && memo.get(b" then").is_some());
         assert!(memo.get(b" anthemanthemanthem").is_some() && memo.get(b" anthemanthemanthe").is_none());
+    }
+
+    /// Texts too short each for the memo's front tables, but long together,
+    /// get them (`encode_each`: a batch's run), and the ids each gets alone.
+    #[test]
+    fn a_long_run_of_short_texts_gets_front_tables() {
+        let enc = Encoder::new(byte_ranks(&["th", "the", "he", "en", "an", " the"]), FxHashMap::default(), GPT4_PATTERN)
+            .unwrap();
+        let texts: Vec<String> = (0..4000).map(|i| format!("then the anthem {i}, then {}\n", i % 37)).collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        assert!(texts.iter().all(|t| t.len() < front::FRONT_TEXT));
+        let none = FxHashSet::default();
+        let mut memo = Memo::default();
+        let few = enc.encode_each(&texts[..100], &none, &mut memo).unwrap();
+        assert!(!memo.has_front(), "100 short texts: no front tables");
+        let all = enc.encode_each(&texts, &none, &mut memo).unwrap();
+        assert!(memo.has_front(), "{} bytes in all", texts.iter().map(|t| t.len()).sum::<usize>());
+        for (k, t) in texts.iter().enumerate() {
+            assert_eq!(all[k], enc.encode(t, &none).unwrap(), "{t:?}");
+        }
+        assert_eq!(few[..], all[..100]);
     }
 
     /// A memo that grows (its old words recur) and then starts afresh (on
