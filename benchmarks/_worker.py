@@ -640,6 +640,7 @@ def extras(job: dict) -> dict:
         # whose single memo holds all of them).
         warm = read_text(job["warmup"]) if job.get("warmup") and a.clear_cache is not None else None
         warm_docs = batch_docs(warm, 1000) if warm is not None else None
+        warm_bytes = len(warm.encode("utf-8")) if warm is not None else 0
 
         def fresh(call, arg):
             def before():
@@ -653,7 +654,7 @@ def extras(job: dict) -> dict:
                 flat = _flat_list(a.batch(docs, t))
                 r = _median_run(lambda d: a.batch(d, t), docs, repeats, fresh(lambda d: a.batch(d, t), warm_docs))
                 r.update(mb_s=nbytes / 1e6 / r["wall_s"], digest=ids_digest(flat), docs=len(docs), threads=t,
-                         warmup_bytes=len(warm.encode("utf-8")) if warm is not None else 0)
+                         warmup_bytes=warm_bytes)
                 return r
 
             return _guard(run)
@@ -667,7 +668,7 @@ def extras(job: dict) -> dict:
                                                            fresh(a.primary(), warm_prepared),
                                                            fresh(lambda d: a.batch(d, threads), warm_docs)))
             if warm is not None and "ratios" in entry["scaling"]:
-                entry["scaling"]["warmup_bytes"] = len(warm.encode("utf-8"))
+                entry["scaling"]["warmup_bytes"] = warm_bytes
     out["corpora"][name] = entry
 
     strings = short_strings(text)

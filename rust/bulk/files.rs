@@ -32,7 +32,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Options, Order, Segment, Sink};
-use crate::encode::{ids_buffer, Encoder, Memo};
+use crate::encode::{ids_buffer, ids_room, Encoder, Memo};
 use crate::input::{binary_error, name, not_utf8, open_file, Compression, BINARY_SNIFF_BYTES, STDIN};
 use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
 use crate::pieces::last_cut_avoiding;
@@ -213,7 +213,7 @@ fn encode_piece(
             return Err(super::disallowed_error(path, found, at));
         }
     }
-    if ids.capacity() < text.len() / 3 {
+    if ids.capacity() < ids_room(text.len()) {
         ids = ids_buffer(text.len());
     }
     enc.encode_into(text, opts.allowed, memo, &mut ids)?;

@@ -37,12 +37,6 @@ pub use extra::{Segment, SplitMix};
 pub use memo::{CacheInfo, Memo, MemoPool, PooledMemo, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
 use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
 
-/// An empty vector for the ids of a text of `bytes` bytes.
-///
-/// With room for a third of an id per byte, so that it seldom grows (which
-/// copies it): English and code take 0.25-0.26, FLORES-200 0.29 with o200k
-/// (0.46 with cl100k, which grows it once). Room never written costs no
-/// memory, only address space.
 /// The bytes that all of `tokens` start with (none for no tokens).
 fn common_prefix(tokens: &[String]) -> &[u8] {
     let Some(first) = tokens.first() else { return &[] };
@@ -54,8 +48,17 @@ fn common_prefix(tokens: &[String]) -> &[u8] {
     prefix
 }
 
+/// Room for the ids of a text of `bytes` bytes: a third of an id per byte,
+/// so that a buffer seldom grows (which copies it): English and code take
+/// 0.25-0.26, FLORES-200 0.29 with o200k (0.46 with cl100k, which grows it
+/// once). Room never written costs no memory, only address space.
+pub fn ids_room(bytes: usize) -> usize {
+    bytes / 3
+}
+
+/// An empty vector for the ids of a text of `bytes` bytes (`ids_room`).
 pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
-    let mut ids = Vec::with_capacity(bytes / 3);
+    let mut ids = Vec::with_capacity(ids_room(bytes));
     // Mapped in one call as far as English fills it (an id per 4 bytes):
     // the rest, if used, faults page by page (`pages.rs`).
     crate::pages::map_for_writing(ids.as_mut_ptr() as *mut u8, bytes.min(ids.capacity() * 4));

@@ -17,6 +17,7 @@ use super::errors::{guard, INTERRUPTED};
 use super::lists::bytearray_of_width;
 use crate::batch::thread_pool;
 use crate::bulk::{encode_segments, Collect, Options, Segment, Sink, BLOCK_BYTES};
+use crate::encode::ids_room;
 use crate::input::Range;
 use crate::vocab::Rank;
 
@@ -57,12 +58,12 @@ pub(super) fn encode_files<'py>(
         .collect();
     let allowed: FxHashSet<String> = allowed_special.into_iter().collect();
     let opts = Options { allowed: &allowed, disallowed: &disallowed_special, separator };
-    // Room for a third of an id per byte, as `ids_buffer` gives one text.
+    // Room for the ids as `ids_buffer` gives one text (`ids_room`).
     let bytes: u64 = segments.iter().filter_map(|s| std::fs::metadata(&s.range.path).ok()).map(|m| m.len()).sum();
     let (ids, offsets) = py.allow_threads(|| {
         guard(|| {
             let pool = thread_pool(num_threads)?;
-            let mut out = Collect { ids: Vec::with_capacity((bytes / 3) as usize), starts: Vec::new() };
+            let mut out = Collect { ids: Vec::with_capacity(ids_room(bytes as usize)), starts: Vec::new() };
             encode_segments(enc, &segments, &opts, &pool, BLOCK_BYTES, between(&progress), &mut out)?;
             Ok(out.finish(segments.len()))
         })
