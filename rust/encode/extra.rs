@@ -3,14 +3,12 @@
 //!
 //! These live apart from `encode/mod.rs` on purpose: the ordinary encode
 //! path stays exactly as it is (and as fast); each call here reuses its
-//! pieces (the chunk look-up, the merge, the memo) or, for dropout, has a
-//! merge loop of its own.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+//! pieces (the chunk look-up, the merge, the memo); dropout, the heap
+//! merge with a draw before each merge.
 
 use rustc_hash::FxHashSet;
 
+use super::merge::merge_with_heap_drawing;
 use super::{ids_buffer, Encoder, Memo};
 use crate::vocab::{Rank, NONE};
 
@@ -150,74 +148,26 @@ impl Encoder {
         Ok(out)
     }
 
-    /// One chunk with dropout: a linked list of parts and a min-heap of
-    /// (rank, position), as `merge_with_heap`. A popped candidate that is
-    /// dropped is set aside; after the next merge the ones set aside go
-    /// back (they are candidates of the next step, drawn again). When every
-    /// candidate left was dropped, the step merges nothing, and that ends
-    /// the chunk: every candidate was skipped with probability `p` at each
-    /// step, as the paper has it.
+    /// One chunk with dropout: `merge_with_heap`'s linked list of parts and
+    /// min-heap of (rank, position), each merge it offers skipped with
+    /// probability `p` (`merge_with_heap_drawing`): a skipped candidate
+    /// goes back after the next merge, drawn again, and when every
+    /// candidate left was skipped the chunk is done, as the paper has it.
     fn merge_dropout(&self, chunk: &[u8], p: f64, rng: &mut SplitMix, out: &mut Vec<Rank>) -> Result<(), String> {
-        let n = chunk.len();
-        if n == 0 {
-            return Ok(());
+        let mut missing = None;
+        merge_with_heap_drawing(&self.vocab, chunk, NONE, || rng.next_f64() >= p, &mut |start, _, id| {
+            if id == NONE {
+                missing.get_or_insert(chunk[start]);
+            }
+            out.push(id);
+        });
+        match missing {
+            None => Ok(()),
+            Some(byte) => Err(format!(
+                "the vocabulary has no token for the byte {byte:?}; a byte-level vocabulary must contain all 256 \
+                 single bytes"
+            )),
         }
-        let mut next: Vec<usize> = (1..=n).collect();
-        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-        let mut alive = vec![true; n];
-        let mut id: Vec<Rank> = chunk.iter().map(|&b| self.vocab.byte[b as usize]).collect();
-        let pair_rank = |next: &[usize], i: usize| -> Rank {
-            let j = next[i];
-            if j >= n {
-                return NONE;
-            }
-            self.vocab.get(&chunk[i..next[j]])
-        };
-        let mut rank: Vec<Rank> = (0..n).map(|i| pair_rank(&next, i)).collect();
-        let mut heap: BinaryHeap<Reverse<(Rank, usize)>> =
-            rank.iter().enumerate().filter(|&(_, &r)| r != NONE).map(|(i, &r)| Reverse((r, i))).collect();
-        let mut dropped: Vec<Reverse<(Rank, usize)>> = Vec::new();
-        while let Some(Reverse((r, i))) = heap.pop() {
-            if !alive[i] || rank[i] != r {
-                continue; // stale
-            }
-            if rng.next_f64() < p {
-                dropped.push(Reverse((r, i)));
-                continue;
-            }
-            let j = next[i];
-            alive[j] = false;
-            id[i] = r;
-            next[i] = next[j];
-            if next[i] < n {
-                prev[next[i]] = i;
-            }
-            rank[i] = pair_rank(&next, i);
-            if rank[i] != NONE {
-                heap.push(Reverse((rank[i], i)));
-            }
-            if i > 0 {
-                let q = prev[i];
-                rank[q] = pair_rank(&next, q);
-                if rank[q] != NONE {
-                    heap.push(Reverse((rank[q], q)));
-                }
-            }
-            heap.extend(dropped.drain(..));
-        }
-        let mut i = 0;
-        while i < n {
-            if id[i] == NONE {
-                return Err(format!(
-                    "the vocabulary has no token for the byte {:?}; a byte-level vocabulary must contain all 256 \
-                     single bytes",
-                    chunk[i]
-                ));
-            }
-            out.push(id[i]);
-            i = next[i];
-        }
-        Ok(())
     }
 
     /// Where each of `ids` starts in `text` (the text they encode): in

@@ -140,6 +140,21 @@ fn scan<const N: usize>(
 /// min-heap of (rank, position) with lazy deletion. Same result as the scan:
 /// the heap orders equal ranks by position, i.e. leftmost first.
 pub(super) fn merge_with_heap(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &mut impl FnMut(usize, usize, Rank)) {
+    merge_with_heap_drawing(vocab, chunk, limit, || true, emit)
+}
+
+/// [`merge_with_heap`] where each merge the heap offers is made only if
+/// `draw()` says so (BPE-dropout, `extra.rs`): a candidate refused is set
+/// aside, and after the next merge the ones set aside go back (candidates
+/// of the next step, drawn again). When every candidate left is refused,
+/// the merging ends.
+pub(super) fn merge_with_heap_drawing(
+    vocab: &Vocab,
+    chunk: &[u8],
+    limit: Rank,
+    mut draw: impl FnMut() -> bool,
+    emit: &mut impl FnMut(usize, usize, Rank),
+) {
     let n = chunk.len();
     // Parts are identified by their start offset; next[i] is the start of the
     // following part (n at the end), prev[i] the previous one.
@@ -163,9 +178,14 @@ pub(super) fn merge_with_heap(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &m
         }
         vocab.get_below(&chunk[i..next[j]], limit)
     };
+    let mut refused: Vec<Reverse<(Rank, usize)>> = Vec::new();
     while let Some(Reverse((r, i))) = heap.pop() {
         if !alive[i] || rank[i] != r {
             continue; // stale
+        }
+        if !draw() {
+            refused.push(Reverse((r, i)));
+            continue;
         }
         let j = next[i];
         alive[j] = false;
@@ -185,6 +205,7 @@ pub(super) fn merge_with_heap(vocab: &Vocab, chunk: &[u8], limit: Rank, emit: &m
                 heap.push(Reverse((rank[p], p)));
             }
         }
+        heap.extend(refused.drain(..));
     }
     let mut i = 0;
     while i < n {

@@ -193,11 +193,10 @@ fn long_white_space_runs_do_not_fail() {
     }
 }
 
-/// Whole files: the text corpora in `corpora/`, and any more files that
-/// `LEXER_CORPUS` names (separated by ':'), such as the benchmark's 10 MB
-/// of English, code and FLORES-200.
-#[test]
-fn lexers_equal_fancy_regex_on_corpora() {
+/// The files the corpus tests read: the text corpora in `corpora/`, and
+/// any more files that `LEXER_CORPUS` names (separated by ':'), such as
+/// the benchmark's 10 MB of English, code and FLORES-200.
+pub(super) fn corpus_paths() -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora");
     let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     paths.retain(|p| p.extension().is_some_and(|e| e == "txt"));
@@ -205,6 +204,14 @@ fn lexers_equal_fancy_regex_on_corpora() {
     if let Ok(more) = std::env::var("LEXER_CORPUS") {
         paths.extend(more.split(':').map(std::path::PathBuf::from));
     }
+    paths
+}
+
+/// Whole files (`corpus_paths`).
+#[test]
+fn lexers_equal_fancy_regex_on_corpora() {
+    let paths = corpus_paths();
+    assert!(!paths.is_empty(), "no corpus in corpora/");
     for (lexer, pattern) in LEXERS {
         let re = fancy_regex::RegexBuilder::new(pattern).backtrack_limit(usize::MAX).build().unwrap();
         for path in &paths {

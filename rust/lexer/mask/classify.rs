@@ -331,10 +331,27 @@ mod x86 {
     }
 
     /// The classifiers for one vector width: the same code for SSE2's 16
-    /// bytes and AVX2's 32, from that width's intrinsics.
+    /// bytes and AVX2's 32, from that width's intrinsics; a window is the
+    /// vectors `$k` (`0, 1, 2, 3` of 16 bytes, `0, 1` of 32). The parts are
+    /// an array written out, not `[0, 1, 2, 3].map(..)`: that was a call
+    /// per part.
     macro_rules! classifier {
-        ($name:ident, $vec:ty, $width:expr, $load:ident, $set1:ident, $add:ident, $or:ident, $andnot:ident,
-         $cmpeq:ident, $cmpgt:ident, $movemask:ident) => {
+        ($name:ident, $vec:ty, $width:tt, [$($k:expr),+], $load:ident, $set1:ident, $add:ident, $or:ident,
+         $andnot:ident, $cmpeq:ident, $cmpgt:ident, $movemask:ident) => {
+            impl Classify for $name {
+                #[inline(always)]
+                unsafe fn classify(w: &[u8; 64]) -> Masks {
+                    let parts = [$(Self::part(Self::load(w, $k))),+];
+                    masks!(parts, $width)
+                }
+
+                #[inline(always)]
+                unsafe fn high_bytes(w: &[u8; 64]) -> HighBytes {
+                    let parts = [$(Self::high_part(Self::load(w, $k))),+];
+                    high_bytes!(parts, $width)
+                }
+            }
+
             impl $name {
                 /// Bytes in `lo..lo + n`.
                 #[inline(always)]
@@ -397,34 +414,9 @@ mod x86 {
     /// of x86_64.)
     pub(crate) struct Sse2;
     classifier!(
-        Sse2, __m128i, 16, _mm_loadu_si128, _mm_set1_epi8, _mm_add_epi8, _mm_or_si128, _mm_andnot_si128,
-        _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_movemask_epi8
+        Sse2, __m128i, 16, [0, 1, 2, 3], _mm_loadu_si128, _mm_set1_epi8, _mm_add_epi8, _mm_or_si128,
+        _mm_andnot_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_movemask_epi8
     );
-
-    impl Classify for Sse2 {
-        // (Not `[0, 1, 2, 3].map(..)`: that was a call per part.)
-        #[inline(always)]
-        unsafe fn classify(w: &[u8; 64]) -> Masks {
-            let parts = [
-                Self::part(Self::load(w, 0)),
-                Self::part(Self::load(w, 1)),
-                Self::part(Self::load(w, 2)),
-                Self::part(Self::load(w, 3)),
-            ];
-            masks!(parts, 16)
-        }
-
-        #[inline(always)]
-        unsafe fn high_bytes(w: &[u8; 64]) -> HighBytes {
-            let parts = [
-                Self::high_part(Self::load(w, 0)),
-                Self::high_part(Self::load(w, 1)),
-                Self::high_part(Self::load(w, 2)),
-                Self::high_part(Self::load(w, 3)),
-            ];
-            high_bytes!(parts, 16)
-        }
-    }
 
     /// AVX2: two 32-byte loads.
     ///
@@ -436,21 +428,7 @@ mod x86 {
     /// inlined. SAFETY of the intrinsics: the caller's, `Classify`.)
     pub(crate) struct Avx2;
     classifier!(
-        Avx2, __m256i, 32, _mm256_loadu_si256, _mm256_set1_epi8, _mm256_add_epi8, _mm256_or_si256,
+        Avx2, __m256i, 32, [0, 1], _mm256_loadu_si256, _mm256_set1_epi8, _mm256_add_epi8, _mm256_or_si256,
         _mm256_andnot_si256, _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_movemask_epi8
     );
-
-    impl Classify for Avx2 {
-        #[inline(always)]
-        unsafe fn classify(w: &[u8; 64]) -> Masks {
-            let parts = [Self::part(Self::load(w, 0)), Self::part(Self::load(w, 1))];
-            masks!(parts, 32)
-        }
-
-        #[inline(always)]
-        unsafe fn high_bytes(w: &[u8; 64]) -> HighBytes {
-            let parts = [Self::high_part(Self::load(w, 0)), Self::high_part(Self::load(w, 1))];
-            high_bytes!(parts, 32)
-        }
-    }
 }

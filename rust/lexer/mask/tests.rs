@@ -3,7 +3,7 @@
 //! adversarial texts, the corpora. (`lexer/tests.rs` compares the lexers, the
 //! mask lexer included, with fancy-regex.)
 
-use super::super::tests::{adversarial_texts, rng, weighted, ALPHABET, ASCII_HEAVY, LEXERS, WHITE_HEAVY};
+use super::super::tests::{adversarial_texts, corpus_paths, rng, weighted, ALPHABET, ASCII_HEAVY, LEXERS, WHITE_HEAVY};
 use super::super::Lexer;
 use super::classify::{known_high, Bytewise, Classify};
 use super::Engine;
@@ -372,18 +372,12 @@ fn mask_lexer_equals_exact_lexer_on_adversarial_text() {
     }
 }
 
-/// The corpora in `corpora/`, and the files `LEXER_CORPUS` names (':'
-/// between them; such as the benchmark's 10 MB of English, code and
-/// FLORES-200), each from its first few bytes on.
+/// The corpora of `corpus_paths` (those in `corpora/` and any
+/// `LEXER_CORPUS` names), each from its first few bytes on.
 #[test]
 fn mask_lexer_equals_exact_lexer_on_corpora() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    paths.retain(|p| p.extension().is_some_and(|e| e == "txt"));
-    paths.sort();
-    if let Ok(more) = std::env::var("LEXER_CORPUS") {
-        paths.extend(more.split(':').map(std::path::PathBuf::from));
-    }
+    let paths = corpus_paths();
+    assert!(!paths.is_empty(), "no corpus in corpora/");
     for path in &paths {
         let text = std::fs::read_to_string(path).unwrap();
         for (lexer, _) in LEXERS {
