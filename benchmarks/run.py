@@ -555,6 +555,10 @@ def parse_args(argv=None):
     p.add_argument("--scale", action="store_true", help="add the scale section (training from ~1 GB)")
     p.add_argument("--repeats", type=int, help="rounds per measurement (default 3; --quick: 1): the median is "
                                                "reported, the best for one-thread encoding")
+    p.add_argument("--files-repeats", type=int,
+                   help="rounds of the encode_files and many-thread rows (default: --repeats, at least 5 unless "
+                        "--quick): gigatoken's encode_files on this 2-core VM ran anywhere from 190 to 380 MB/s "
+                        "from one process to the next, so three rounds left its best, and the ratio, to chance")
     p.add_argument("--scale-repeats", type=int, default=1, help="runs of the 1 GB training (default 1)")
     p.add_argument("--shards-gb", default="5",
                    help="shards section: the generated corpus's size in GB of text; several, comma-separated, "
@@ -595,6 +599,8 @@ def parse_args(argv=None):
             p.error(f"--only: unknown section {s!r}")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
+    if args.files_repeats is None:
+        args.files_repeats = args.repeats if args.quick else max(5, args.repeats)
     args.vocabs = [int(v.replace("k", "000")) for v in args.vocabs.split(",")]
     try:
         args.shards_gb = [float(g) for g in args.shards_gb.split(",")]

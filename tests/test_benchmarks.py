@@ -160,6 +160,34 @@ def test_one_thread_figures_are_the_best_round():
                                                                                    "error": "no numpy"}
 
 
+def test_files_rounds_alternate_the_order_of_the_tools(monkeypatch, tmp_path):
+    """The encode_files row runs ``--files-repeats`` rounds, the cases in
+    reverse order every other round (so that no tool always runs first,
+    after the other's process left its mark on the caches), and keeps each
+    case's best round with every round's speed."""
+    import argparse
+
+    import _encode
+
+    order = []
+
+    def fake_job(job, timeout, env):
+        order.append(job["tool"])
+        wall = {"bpe": 1.0, "gigatoken": 2.0}[job["tool"]] + len(order) / 100
+        return {"status": "ok", "wall_s": wall, "mb_s": 50 / wall, "cores": 2.0}
+
+    monkeypatch.setattr(_encode, "run_job", fake_job)
+    monkeypatch.setattr(_encode, "reference_digest", lambda *a: None)
+    args = argparse.Namespace(files_repeats=5, timeout=10)
+    cases = [("bpe", "files", 2), ("gigatoken", "files", 2)]
+    out = _encode.measure_files(args, "cl100k_base", cases, tmp_path / "f.txt", tmp_path / "w.txt", {})
+    assert order == ["bpe", "gigatoken", "gigatoken", "bpe"] * 2 + ["bpe", "gigatoken"]
+    ours, theirs = out["runs"]
+    assert (ours["tool"], theirs["tool"]) == ("bpe", "gigatoken")
+    assert len(ours["rounds_mb_s"]) == len(theirs["rounds_mb_s"]) == 5
+    assert ours["wall_s"] == 1.01 and theirs["wall_s"] == 2.02  # the best round
+
+
 def test_warmup_slice_follows_the_timed_slice(tmp_path, monkeypatch):
     import _corpora
 
