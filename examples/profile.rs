@@ -8,9 +8,9 @@
 use std::time::Instant;
 
 use bpe::encode::Encoder;
-use bpe::vocab::Rank;
 use bpe::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 use bpe::pretokenize::Splitter;
+use bpe::vocab::Rank;
 use rustc_hash::FxHashMap;
 
 fn b64(s: &[u8]) -> Vec<u8> {
@@ -73,7 +73,14 @@ fn main() {
                 }
             }
             let s = t.elapsed().as_secs_f64();
-            println!("{} {} MB of text, {} records, {:.2} s, {:.0} MB/s", args[2], bytes / 1_000_000, docs, s, bytes as f64 / 1e6 / s);
+            println!(
+                "{} {} MB of text, {} records, {:.2} s, {:.0} MB/s",
+                args[2],
+                bytes / 1_000_000,
+                docs,
+                s,
+                bytes as f64 / 1e6 / s
+            );
         }
         "encode" => {
             let ranks: FxHashMap<Vec<u8>, Rank> = std::fs::read(&args[2])
@@ -152,7 +159,13 @@ fn main() {
                     std::thread::scope(|s| {
                         for h in halves {
                             let split = &split;
-                            s.spawn(move || split.for_each_chunk(h, |c| { std::hint::black_box(c); }).unwrap());
+                            s.spawn(move || {
+                                split
+                                    .for_each_chunk(h, |c| {
+                                        std::hint::black_box(c);
+                                    })
+                                    .unwrap()
+                            });
                         }
                     });
                     t2_lex.push(t.elapsed().as_secs_f64());
@@ -195,9 +208,10 @@ fn main() {
                         let t = Instant::now();
                         let out: Vec<Vec<Vec<Rank>>> = pool.install(|| {
                             runs.par_iter()
-                                .map_init(|| enc.memo(), |memo, r| {
-                                    enc.encode_each(&docs[r.clone()], &none, memo).unwrap()
-                                })
+                                .map_init(
+                                    || enc.memo(),
+                                    |memo, r| enc.encode_each(&docs[r.clone()], &none, memo).unwrap(),
+                                )
                                 .collect()
                         });
                         ts.push(t.elapsed().as_secs_f64());
@@ -251,11 +265,7 @@ fn main() {
             // Peak memory so far (Linux), to see which phase sets the peak.
             let peak = || {
                 let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-                status
-                    .lines()
-                    .find(|l| l.starts_with("VmHWM"))
-                    .unwrap_or("VmHWM: ?")
-                    .to_string()
+                status.lines().find(|l| l.starts_with("VmHWM")).unwrap_or("VmHWM: ?").to_string()
             };
             let tc = t.elapsed().as_secs_f64();
             println!("distinct chunks {n_distinct}  count {tc:.3}s  {}", peak());
@@ -267,12 +277,7 @@ fn main() {
                 Ok(())
             })
             .unwrap();
-            println!(
-                "merges {} in {:.3}s  {}",
-                merges.len(),
-                t.elapsed().as_secs_f64(),
-                peak()
-            );
+            println!("merges {} in {:.3}s  {}", merges.len(), t.elapsed().as_secs_f64(), peak());
             // MERGES=PATH: the merges as text ("left right new" per line), to
             // check that a change learns the same ones (`cmp` two files).
             if let Ok(out) = std::env::var("MERGES") {

@@ -235,10 +235,12 @@ mod tests {
         };
         for _ in 0..100_000 {
             let n = rand() % 24;
-            let text: Vec<u8> = (0..n).map(|_| if rand() % 4 != 0 { bytes[rand() % 6] } else { bytes[6 + rand() % 4] }).collect();
+            let text: Vec<u8> =
+                (0..n).map(|_| if rand() % 4 != 0 { bytes[rand() % 6] } else { bytes[6 + rand() % 4] }).collect();
             for i in 0..text.len() {
                 let (stop, newline) = white_words(&text, i);
-                let end = (i..text.len()).find(|&j| CLASS[text[j] as usize] & (SPACE | NEWLINE) == 0).unwrap_or(text.len());
+                let end =
+                    (i..text.len()).find(|&j| CLASS[text[j] as usize] & (SPACE | NEWLINE) == 0).unwrap_or(text.len());
                 // At the run's end, or short of it within 8 bytes of the text's end.
                 assert!(stop == end || (stop < end && stop + 8 > text.len()), "{text:?} from {i}");
                 let want = (i..stop).rev().find(|&j| CLASS[text[j] as usize] == NEWLINE).map(|j| j + 1);

@@ -156,7 +156,8 @@ mod tests {
     /// `between` before each of the calling thread's runs.
     #[test]
     fn batches_encode_as_texts_alone() {
-        let enc = Encoder::new(byte_ranks(&["th", "the", "he", "en", "an"]), FxHashMap::default(), GPT4_PATTERN).unwrap();
+        let enc =
+            Encoder::new(byte_ranks(&["th", "the", "he", "en", "an"]), FxHashMap::default(), GPT4_PATTERN).unwrap();
         let texts: Vec<String> = (0..200).map(|i| format!("then the anthem {i}\n").repeat(i % 7 + 1)).collect();
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let none = FxHashSet::default();
@@ -195,8 +196,14 @@ mod tests {
                 |k, _| if k == 3 { Err(format!("run {k}")) } else { Ok(vec![vec![k as Rank]]) },
             );
             assert_eq!(failed, Err("run 3".to_string()));
-            let interrupted =
-                run_batch::<Memo, (), _>(runs.len(), workers.as_deref(), Memo::default, || Ok(()), || Err("interrupted"), |_, _| Ok(()));
+            let interrupted = run_batch::<Memo, (), _>(
+                runs.len(),
+                workers.as_deref(),
+                Memo::default,
+                || Ok(()),
+                || Err("interrupted"),
+                |_, _| Ok(()),
+            );
             assert_eq!(interrupted, Err("interrupted"));
         }
     }

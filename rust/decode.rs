@@ -75,7 +75,8 @@ pub fn decode_stream(
                 binary_carry.extend_from_slice(&piece[..n]);
                 let whole = binary_carry.len() / width * width;
                 for (k, raw) in binary_carry[..whole].chunks_exact(width).enumerate() {
-                    batch.push(binary_id(raw, signed, max).map_err(|e| format!("id number {}: {e}", count + k as u64))?);
+                    batch
+                        .push(binary_id(raw, signed, max).map_err(|e| format!("id number {}: {e}", count + k as u64))?);
                 }
                 binary_carry.drain(..whole);
                 if n == 0 && !binary_carry.is_empty() {
@@ -89,9 +90,9 @@ pub fn decode_stream(
         }
         bytes.clear();
         for (k, &id) in batch.iter().enumerate() {
-            let token = enc.token_bytes(id).ok_or_else(|| {
-                format!("id number {}: no token of this tokenizer has the id {id}", count + k as u64)
-            })?;
+            let token = enc
+                .token_bytes(id)
+                .ok_or_else(|| format!("id number {}: no token of this tokenizer has the id {id}", count + k as u64))?;
             checker.token_end(bytes.len());
             bytes.extend_from_slice(token);
         }

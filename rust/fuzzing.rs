@@ -25,11 +25,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::encode::Encoder;
 use crate::lexer::{Engine, Lexer};
-use crate::vocab::{Rank, MAX_ID};
-use crate::pieces;
 use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use crate::pieces;
 use crate::pretokenize::{is_safe_cut, is_word_cut, last_safe_cut, segments, Splitter};
 use crate::train::{count_documents, learn_merges};
+use crate::vocab::{Rank, MAX_ID};
 
 const BUILTIN: [&str; 3] = [GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN];
 
@@ -329,8 +329,14 @@ mod tests {
 
     #[test]
     fn targets_accept_simple_inputs() {
-        let inputs: [&[u8]; 6] =
-            [b"", b"\x00", b"Hello world's 1234 end\n\nnew line", "ünï 🙂 \u{301}x".as_bytes(), b"\xff\xfe", b"a\nb\n c"];
+        let inputs: [&[u8]; 6] = [
+            b"",
+            b"\x00",
+            b"Hello world's 1234 end\n\nnew line",
+            "ünï 🙂 \u{301}x".as_bytes(),
+            b"\xff\xfe",
+            b"a\nb\n c",
+        ];
         for data in inputs {
             pretokenize(data);
             custom_pattern(data);

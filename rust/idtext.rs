@@ -101,7 +101,11 @@ impl IdReader {
                 b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c' | b',' | b'[' | b']' => self.flush(max, out)?,
                 b'-' => return Err(format!("byte offset {at} holds a negative number: token ids are 0..{max}")),
                 _ => {
-                    let what = if b.is_ascii_graphic() { format!("{:?}", char::from(b)) } else { format!("the byte 0x{b:02x}") };
+                    let what = if b.is_ascii_graphic() {
+                        format!("{:?}", char::from(b))
+                    } else {
+                        format!("the byte 0x{b:02x}")
+                    };
                     return Err(format!(
                         "byte offset {at} holds {what}, which is not part of a token id: the input must be \
                          token ids as text (numbers separated by spaces, commas or brackets)"
@@ -122,7 +126,8 @@ impl IdReader {
         match self.number.take() {
             Some((value, _, _)) if value <= u64::from(max) => out.push(value as Rank),
             Some((value, start, digits)) => {
-                let number = if value == u64::MAX { format!("{digits}-digit number") } else { format!("number {value}") };
+                let number =
+                    if value == u64::MAX { format!("{digits}-digit number") } else { format!("number {value}") };
                 return Err(format!("the {number} at byte offset {start} is not a token id: ids are 0..{max}"));
             }
             None => {}

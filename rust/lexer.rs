@@ -132,9 +132,24 @@ impl Lexer {
         let t = Text { s: text, b: text.as_bytes(), classes: table() };
         // One loop per lexer: the lexer is chosen once, not at every chunk.
         match self {
-            Lexer::Gpt2 => t.tile_with::<mask::Gpt2>(engine, f, #[inline(always)] |t, i| t.gpt2(i)),
-            Lexer::Gpt4 => t.tile_with::<mask::Gpt4>(engine, f, #[inline(always)] |t, i| t.gpt4(i)),
-            Lexer::Gpt4o => t.tile_with::<mask::Gpt4o>(engine, f, #[inline(always)] |t, i| t.gpt4o(i)),
+            Lexer::Gpt2 => t.tile_with::<mask::Gpt2>(
+                engine,
+                f,
+                #[inline(always)]
+                |t, i| t.gpt2(i),
+            ),
+            Lexer::Gpt4 => t.tile_with::<mask::Gpt4>(
+                engine,
+                f,
+                #[inline(always)]
+                |t, i| t.gpt4(i),
+            ),
+            Lexer::Gpt4o => t.tile_with::<mask::Gpt4o>(
+                engine,
+                f,
+                #[inline(always)]
+                |t, i| t.gpt4o(i),
+            ),
         }
     }
 }
@@ -379,7 +394,17 @@ impl<'a> Text<'a> {
     #[inline(never)]
     fn contraction_after_apostrophe(&self, i: usize, ci: bool) -> Option<usize> {
         let (c1, l1) = self.at(i + 1)?;
-        let fold = |c: char| if ci { if c == '\u{17f}' { 's' } else { c.to_ascii_lowercase() } } else { c };
+        let fold = |c: char| {
+            if ci {
+                if c == '\u{17f}' {
+                    's'
+                } else {
+                    c.to_ascii_lowercase()
+                }
+            } else {
+                c
+            }
+        };
         match fold(c1) {
             's' | 't' | 'd' | 'm' => Some(i + 1 + l1),
             'l' | 'v' | 'r' => {

@@ -25,24 +25,24 @@
 //!
 //! Why the code is laid out as it is, with measurements: docs/performance.md.
 
-pub mod limits;
-pub mod pages;
-pub mod vocab;
-pub mod idtext;
-pub mod patterns;
 mod ascii;
-pub mod lexer;
-pub mod pretokenize;
-pub mod input;
-pub mod chars;
-pub mod pairs;
-pub mod encode;
-pub mod decode;
-pub mod train;
-pub mod pieces;
 pub mod batch;
 pub mod bulk;
+pub mod chars;
+pub mod decode;
+pub mod encode;
+pub mod idtext;
+pub mod input;
+pub mod lexer;
+pub mod limits;
+pub mod pages;
+pub mod pairs;
+pub mod patterns;
+pub mod pieces;
+pub mod pretokenize;
 pub mod progress;
+pub mod train;
+pub mod vocab;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

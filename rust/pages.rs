@@ -75,7 +75,14 @@ mod tests {
         };
         // SAFETY: a private anonymous mapping of our own, unmapped below.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
         assert_ne!(p, libc::MAP_FAILED);
         assert_eq!(resident(p), 0);
@@ -88,7 +95,14 @@ mod tests {
             // them: asked directly on a page of its own.
             // SAFETY: as above, one page.
             let page = unsafe {
-                libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
             };
             let refused = unsafe { libc::madvise(page, 4096, libc::MADV_POPULATE_WRITE) } != 0;
             unsafe { libc::munmap(page, 4096) };

@@ -11,9 +11,9 @@
 use rustc_hash::FxHashSet;
 
 use crate::encode::{ids_buffer, Encoder};
-use crate::vocab::Rank;
 use crate::pretokenize::{cut_at, is_safe_cut, is_word_cut, last_safe_cut, Splitter};
 use crate::train::{self, ChunkCounts};
+use crate::vocab::Rank;
 
 /// About this many bytes are encoded or counted between two calls of `between`.
 pub const PIECE_BYTES: usize = 1 << 20;
@@ -107,11 +107,14 @@ pub fn encode_pieces(enc: &Encoder, pieces: &[&str], allowed: &FxHashSet<String>
     use rayon::prelude::*;
     pieces
         .par_iter()
-        .map_init(|| enc.memo(), |memo, piece| {
-            let mut ids = ids_buffer(piece.len());
-            enc.encode_into(piece, allowed, memo, &mut ids)?;
-            Ok(ids)
-        })
+        .map_init(
+            || enc.memo(),
+            |memo, piece| {
+                let mut ids = ids_buffer(piece.len());
+                enc.encode_into(piece, allowed, memo, &mut ids)?;
+                Ok(ids)
+            },
+        )
         .collect()
 }
 
@@ -298,14 +301,19 @@ mod tests {
     /// enough for Miri, which runs it: see README, "Reliability".)
     #[test]
     fn merging_on_a_pool() {
-        let counts: train::ChunkCounts =
-            [("abab", 3u64), ("ab", 5), ("bcbc", 2), ("ca", 1)].iter().map(|(w, n)| (w.as_bytes().to_vec(), *n)).collect();
+        let counts: train::ChunkCounts = [("abab", 3u64), ("ab", 5), ("bcbc", 2), ("ca", 1)]
+            .iter()
+            .map(|(w, n)| (w.as_bytes().to_vec(), *n))
+            .collect();
         let sequential = train::learn_merges(counts.clone(), 262, |_, _| Ok(())).unwrap();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
         let parallel = pool.install(|| train::learn_merges(counts.clone(), 262, |_, _| Ok(())).unwrap());
         assert_eq!(parallel, sequential);
         let merged = pool.install(|| {
-            rayon::join(|| train::merge_counts(counts.clone(), counts.clone()), || train::merge_counts(counts.clone(), counts.clone()))
+            rayon::join(
+                || train::merge_counts(counts.clone(), counts.clone()),
+                || train::merge_counts(counts.clone(), counts.clone()),
+            )
         });
         assert_eq!(merged.0, merged.1);
     }

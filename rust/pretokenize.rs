@@ -71,11 +71,7 @@ impl Splitter {
     /// A custom pattern must match every character: text it skips would be
     /// lost (encoding drops it, training ignores it), so a gap is an error
     /// naming its byte offset. (The built-in patterns match everything.)
-    pub fn for_each_chunk<'t>(
-        &self,
-        text: &'t str,
-        mut f: impl FnMut(&'t str),
-    ) -> Result<(), String> {
+    pub fn for_each_chunk<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) -> Result<(), String> {
         // Always inlined into each lexer's loop: left to the compiler, this
         // was a call per chunk (it has several callers: one loop per lexer)
         // that saved and restored six registers around the encoder's work.
@@ -129,9 +125,8 @@ impl Splitter {
                 };
                 let mut pos = 0;
                 for (k, m) in regex.find_iter(text).enumerate() {
-                    let m = m.map_err(|e| {
-                        format!("the split pattern failed on this text ({e}); try a simpler pattern")
-                    })?;
+                    let m =
+                        m.map_err(|e| format!("the split pattern failed on this text ({e}); try a simpler pattern"))?;
                     if covering && m.start() > pos {
                         return Err(self.gap_error(text, pos));
                     }

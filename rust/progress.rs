@@ -106,7 +106,11 @@ impl Rate {
     pub fn per_sec(&self) -> f64 {
         let (&(t0, d0), &(t1, d1)) = (self.samples.front().unwrap(), self.samples.back().unwrap());
         let secs = (t1 - t0).as_secs_f64();
-        if secs > 0.0 { d1.saturating_sub(d0) as f64 / secs } else { 0.0 }
+        if secs > 0.0 {
+            d1.saturating_sub(d0) as f64 / secs
+        } else {
+            0.0
+        }
     }
 }
 

@@ -142,7 +142,14 @@ fn read_into<'b>(file: &File, seg: &Segment, at: u64, len: usize, buf: &'b mut V
 /// that meet at `x` compute the same cut from the same bytes. A cut closer
 /// to its window's start than the longest `avoid` text is not taken (an
 /// occurrence starting before the window could straddle it).
-fn cut_before(file: &File, seg: &Segment, lo: u64, x: u64, avoid: &[&str], buf: &mut Vec<u8>) -> Result<Option<u64>, String> {
+fn cut_before(
+    file: &File,
+    seg: &Segment,
+    lo: u64,
+    x: u64,
+    avoid: &[&str],
+    buf: &mut Vec<u8>,
+) -> Result<Option<u64>, String> {
     let margin = avoid.iter().map(|s| s.len()).max().unwrap_or(0);
     for w in WINDOWS.into_iter().chain([x - lo]) {
         let from = x.saturating_sub(w).max(lo);
@@ -397,7 +404,13 @@ mod tests {
     use crate::vocab::{byte_ranks, Rank};
     use rustc_hash::{FxHashMap, FxHashSet};
 
-    fn run(enc: &Encoder, segs: &[Segment], opts: &Options, threads: usize, piece: usize) -> Result<(Vec<Rank>, Vec<u64>), String> {
+    fn run(
+        enc: &Encoder,
+        segs: &[Segment],
+        opts: &Options,
+        threads: usize,
+        piece: usize,
+    ) -> Result<(Vec<Rank>, Vec<u64>), String> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let mut out = Collect::default();
         encode_segments(enc, segs, opts, &pool, piece, |_| Ok(()), &mut out)?;
@@ -420,9 +433,11 @@ mod tests {
     /// (allowed: never cut inside), ranges that start and end mid-file.
     #[test]
     fn pieces_encode_as_whole_texts() {
-        let specials: FxHashMap<String, Rank> = [("<|end|>".to_string(), 300), ("<|endoftext|>".to_string(), 301)].into_iter().collect();
+        let specials: FxHashMap<String, Rank> =
+            [("<|end|>".to_string(), 300), ("<|endoftext|>".to_string(), 301)].into_iter().collect();
         let mut next = rng(0x2545_f491_4f6c_dd1d);
-        let words = ["the", "héllo", "\n", "\n\n", " ", "<|end|>", "<|endoftext|>", "12345", "wörld", "日本", "x", ".", "'s"];
+        let words =
+            ["the", "héllo", "\n", "\n\n", " ", "<|end|>", "<|endoftext|>", "12345", "wörld", "日本", "x", ".", "'s"];
         let mut text = String::new();
         while text.len() < 300_000 {
             text.push_str(words[(next() % words.len() as u64) as usize]);
@@ -447,11 +462,24 @@ mod tests {
         let segs = vec![
             whole(&a),
             whole(&b),
-            Segment { range: Range { path: a.clone(), start: s1 as u64, end: Some(e1 as u64) }, sink: 0, doc_start: true },
-            Segment { range: Range { path: a.clone(), start: s2 as u64, end: Some(text.len() as u64) }, sink: 0, doc_start: false },
+            Segment {
+                range: Range { path: a.clone(), start: s1 as u64, end: Some(e1 as u64) },
+                sink: 0,
+                doc_start: true,
+            },
+            Segment {
+                range: Range { path: a.clone(), start: s2 as u64, end: Some(text.len() as u64) },
+                sink: 0,
+                doc_start: false,
+            },
         ];
         for pattern in [GPT4_PATTERN, GPT4O_PATTERN] {
-            let enc = Encoder::new(byte_ranks(&["th", "the", "he", " the", "wo", "wor", "word", "aa", "aaaa"]), specials.clone(), pattern).unwrap();
+            let enc = Encoder::new(
+                byte_ranks(&["th", "the", "he", " the", "wo", "wor", "word", "aa", "aaaa"]),
+                specials.clone(),
+                pattern,
+            )
+            .unwrap();
             let none = FxHashSet::default();
             let allowed: FxHashSet<String> = specials.keys().cloned().collect();
             for allow in [&none, &allowed] {
@@ -475,7 +503,8 @@ mod tests {
     /// binary file; disallowed special text is named by offset.
     #[test]
     fn the_first_error_in_order_is_reported() {
-        let enc = Encoder::new(byte_ranks(&["th"]), [("<|end|>".to_string(), 300)].into_iter().collect(), GPT4_PATTERN).unwrap();
+        let enc = Encoder::new(byte_ranks(&["th"]), [("<|end|>".to_string(), 300)].into_iter().collect(), GPT4_PATTERN)
+            .unwrap();
         let none = FxHashSet::default();
         let opts = Options { allowed: &none, disallowed: &[], separator: None };
         let mut bytes = b"good text\nmore good text\n".repeat(20_000);
@@ -517,10 +546,18 @@ mod tests {
         let opts = Options { allowed: &none, disallowed: &[], separator: None };
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let mut calls = 0;
-        let err = encode_segments(&enc, &[whole(&p)], &opts, &pool, 4096, |_| {
-            calls += 1;
-            Err("interrupted".to_string())
-        }, &mut Collect::default())
+        let err = encode_segments(
+            &enc,
+            &[whole(&p)],
+            &opts,
+            &pool,
+            4096,
+            |_| {
+                calls += 1;
+                Err("interrupted".to_string())
+            },
+            &mut Collect::default(),
+        )
         .unwrap_err();
         assert_eq!((err.as_str(), calls), ("interrupted", 1));
     }

@@ -83,7 +83,9 @@ pub fn encode_segments(
     // inputs (streams, compressed files) and custom patterns: blocks.
     #[cfg(unix)]
     if enc.splitter().cuttable() {
-        if let Some(()) = files::encode_files_parallel(enc, segments, opts, &avoid, pool, block_bytes, &mut between, sink)? {
+        if let Some(()) =
+            files::encode_files_parallel(enc, segments, opts, &avoid, pool, block_bytes, &mut between, sink)?
+        {
             return Ok(());
         }
     }
@@ -278,7 +280,8 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let refuse = ["<|end|>".to_string()];
         let opts = Options { allowed: &none, disallowed: &refuse, separator: None };
-        let err = encode_segments(&enc, &segs, &opts, &pool, BLOCK_BYTES, |_| Ok(()), &mut Collect::default()).unwrap_err();
+        let err =
+            encode_segments(&enc, &segs, &opts, &pool, BLOCK_BYTES, |_| Ok(()), &mut Collect::default()).unwrap_err();
         assert!(err.contains("special token \"<|end|>\" at byte offset 40 (line 3)"), "{err}");
     }
 }

@@ -87,7 +87,13 @@ impl Encoder {
         Ok(n)
     }
 
-    fn count_ordinary(&self, text: &str, memo: &mut Memo, scratch: &mut Vec<Rank>, n: &mut usize) -> Result<(), String> {
+    fn count_ordinary(
+        &self,
+        text: &str,
+        memo: &mut Memo,
+        scratch: &mut Vec<Rank>,
+        n: &mut usize,
+    ) -> Result<(), String> {
         let mut err = None;
         self.splitter.for_each_chunk(text, |chunk| {
             if err.is_some() {

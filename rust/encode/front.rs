@@ -59,12 +59,7 @@ impl Encoder {
     /// tables yet is encoded without them: making them (768 KiB) would cost more
     /// than it saves, and a memo that is not pooled (cache off) would make
     /// one for each call.
-    pub(super) fn encode_ordinary_into(
-        &self,
-        text: &str,
-        memo: &mut Memo,
-        out: &mut Vec<Rank>,
-    ) -> Result<(), String> {
+    pub(super) fn encode_ordinary_into(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
         if memo.has_front() || text.len() >= FRONT_TEXT {
             memo.ready();
             self.encode_with_front(text, memo, out)

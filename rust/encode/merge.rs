@@ -165,12 +165,8 @@ pub(super) fn merge_with_heap_drawing(
     let mut id: Vec<Rank> = chunk.iter().map(|&b| vocab.byte[b as usize]).collect();
     let mut rank: Vec<Rank> =
         (0..n).map(|i| if i + 2 <= n { vocab.get_below(&chunk[i..i + 2], limit) } else { NONE }).collect();
-    let mut heap: BinaryHeap<Reverse<(Rank, usize)>> = rank
-        .iter()
-        .enumerate()
-        .filter(|&(_, &r)| r != NONE)
-        .map(|(i, &r)| Reverse((r, i)))
-        .collect();
+    let mut heap: BinaryHeap<Reverse<(Rank, usize)>> =
+        rank.iter().enumerate().filter(|&(_, &r)| r != NONE).map(|(i, &r)| Reverse((r, i))).collect();
     let pair_rank = |next: &[usize], i: usize| -> Rank {
         let j = next[i];
         if j >= n {

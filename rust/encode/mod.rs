@@ -526,8 +526,9 @@ mod tests {
     /// get them (`encode_each`: a batch's run), and the ids each gets alone.
     #[test]
     fn a_long_run_of_short_texts_gets_front_tables() {
-        let enc = Encoder::new(byte_ranks(&["th", "the", "he", "en", "an", " the"]), FxHashMap::default(), GPT4_PATTERN)
-            .unwrap();
+        let enc =
+            Encoder::new(byte_ranks(&["th", "the", "he", "en", "an", " the"]), FxHashMap::default(), GPT4_PATTERN)
+                .unwrap();
         let texts: Vec<String> = (0..4000).map(|i| format!("then the anthem {i}, then {}\n", i % 37)).collect();
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         assert!(texts.iter().all(|t| t.len() < front::FRONT_TEXT));
@@ -574,7 +575,9 @@ mod tests {
         let mut memo = Memo::default();
         for (text, grown) in [(&recurring, true), (&fresh, false)] {
             let mut chunk_by_chunk = vec![];
-            enc.splitter.for_each_chunk(text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
+            enc.splitter
+                .for_each_chunk(text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap())
+                .unwrap();
             let mut ids = vec![];
             enc.encode_ordinary_into(text, &mut memo, &mut ids).unwrap();
             assert!(ids == chunk_by_chunk);
@@ -637,12 +640,8 @@ mod tests {
     #[test]
     fn find_special_is_leftmost_longest() {
         let enc = Encoder::new(byte_ranks(&[]), FxHashMap::default(), GPT4_PATTERN).unwrap();
-        let sets: [&[&str]; 4] = [
-            &["<|a|>", "<|ab|>", "<|a", "<|b|>"],
-            &["<|x|>", "<|y|>"],
-            &["<a>", "<b>"],
-            &["ab", "abab", "b"],
-        ];
+        let sets: [&[&str]; 4] =
+            [&["<|a|>", "<|ab|>", "<|a", "<|b|>"], &["<|x|>", "<|y|>"], &["<a>", "<b>"], &["ab", "abab", "b"]];
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for set in sets {
             let tokens: Vec<String> = set.iter().map(|t| t.to_string()).collect();
@@ -651,7 +650,8 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let text: String = (0..x % 24).map(|k| bytes[((x >> (k % 60)) as usize + k as usize * 7) % bytes.len()]).collect();
+                let text: String =
+                    (0..x % 24).map(|k| bytes[((x >> (k % 60)) as usize + k as usize * 7) % bytes.len()]).collect();
                 let naive = tokens
                     .iter()
                     .filter_map(|t| text.find(t.as_str()).map(|p| (p, t.as_str())))

@@ -89,10 +89,7 @@ impl<'a> Strings<'a> {
         let end = offset.checked_add(len).ok_or("the array's offset and length overflow")?;
         if let Some(bits) = validity {
             if bits.len() < end.div_ceil(8) {
-                return Err(format!(
-                    "the array's validity bitmap has {} bytes, too few for {end} records",
-                    bits.len()
-                ));
+                return Err(format!("the array's validity bitmap has {} bytes, too few for {end} records", bits.len()));
             }
         }
         // An empty array may have no offsets at all.
@@ -222,7 +219,8 @@ mod tests {
 
     #[test]
     fn records_nulls_and_bad_bytes() {
-        let records: [Option<&[u8]>; 5] = [Some(b"hello"), None, Some(b""), Some(b"h\xc3\xa9\xff!"), Some("日本".as_bytes())];
+        let records: [Option<&[u8]>; 5] =
+            [Some(b"hello"), None, Some(b""), Some(b"h\xc3\xa9\xff!"), Some("日本".as_bytes())];
         for width in [Width::I32, Width::I64] {
             let (validity, offsets, data) = buffers(&records, width);
             let s = Strings::new(Some(&validity), &offsets, width, &data, 0, 5).unwrap();

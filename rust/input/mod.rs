@@ -91,7 +91,10 @@ pub fn open(path: &Path) -> Result<(Reader, bool), String> {
 /// `open`, adding the bytes read from the file (before decompression) to
 /// `read`: progress over compressed files is measured in what they take on
 /// disk, which is what their total size is known in.
-pub fn open_counted<'a>(path: &Path, read: &'a std::sync::atomic::AtomicU64) -> Result<Box<dyn Read + Send + 'a>, String> {
+pub fn open_counted<'a>(
+    path: &Path,
+    read: &'a std::sync::atomic::AtomicU64,
+) -> Result<Box<dyn Read + Send + 'a>, String> {
     let (file, regular) = open_file(path)?;
     let counted = Counted { inner: file, read };
     let (reader, _) = decompressed(path, counted, regular)?;
@@ -113,7 +116,11 @@ impl<R: Read> Read for Counted<'_, R> {
 }
 
 /// `file` (already open: see `open`) decompressed as its name says.
-pub fn decompressed<'a, R: Read + Send + 'a>(path: &Path, file: R, regular: bool) -> Result<(Box<dyn Read + Send + 'a>, bool), String> {
+pub fn decompressed<'a, R: Read + Send + 'a>(
+    path: &Path,
+    file: R,
+    regular: bool,
+) -> Result<(Box<dyn Read + Send + 'a>, bool), String> {
     // Decoders read in small pieces: a buffer under them saves a system call each.
     let compression = Compression::of(path);
     if compression == Compression::None {
@@ -124,7 +131,8 @@ pub fn decompressed<'a, R: Read + Send + 'a>(path: &Path, file: R, regular: bool
         Compression::None => unreachable!("returned above"),
         Compression::Gzip => (Box::new(flate2::bufread::MultiGzDecoder::new(buffered())), false),
         Compression::Zstd => {
-            let d = zstd::stream::read::Decoder::with_buffer(buffered()).map_err(|e| format!("cannot read {}: {e}", name(path)))?;
+            let d = zstd::stream::read::Decoder::with_buffer(buffered())
+                .map_err(|e| format!("cannot read {}: {e}", name(path)))?;
             (Box::new(d), false)
         }
         Compression::Xz => (Box::new(xz2::bufread::XzDecoder::new_multi_decoder(buffered())), false),
@@ -177,7 +185,17 @@ impl<'a> Blocks<'a> {
     /// `cut: None`: each range is one block (for patterns whose chunks a cut
     /// could change; memory then grows with the range).
     pub fn new(ranges: &'a [Range], block_bytes: usize, cut: Cutter<'a>) -> Blocks<'a> {
-        Blocks { ranges, block_bytes, cut, current: 0, file: None, offset: 0, left: 0, stream: false, carry: Vec::new() }
+        Blocks {
+            ranges,
+            block_bytes,
+            cut,
+            current: 0,
+            file: None,
+            offset: 0,
+            left: 0,
+            stream: false,
+            carry: Vec::new(),
+        }
     }
 
     /// The next block, in order; `None` after the last. An empty range
@@ -215,7 +233,11 @@ impl<'a> Blocks<'a> {
             // `read_to_end` on a `Take` reads into the spare capacity without
             // zeroing it first.
             let want = (self.block_bytes as u64).min(self.left);
-            let n = file.by_ref().take(want).read_to_end(&mut buf).map_err(|e| format!("cannot read {}: {e}", name(path)))?;
+            let n = file
+                .by_ref()
+                .take(want)
+                .read_to_end(&mut buf)
+                .map_err(|e| format!("cannot read {}: {e}", name(path)))?;
             if self.stream {
                 if (n as u64) < want {
                     self.left = 0; // the end of the stream

@@ -94,10 +94,14 @@ impl<'a> ParquetRecords<'a> {
             })?;
         let col = schema.column(column);
         let text = col.physical_type() == PhysicalType::BYTE_ARRAY
-            && (matches!(col.logical_type_ref(), Some(LogicalType::String)) || col.converted_type() == ConvertedType::UTF8);
+            && (matches!(col.logical_type_ref(), Some(LogicalType::String))
+                || col.converted_type() == ConvertedType::UTF8);
         if !text || col.max_rep_level() > 0 {
             let what = if col.max_rep_level() > 0 { "a list".to_string() } else { describe_type(&col) };
-            return Err(format!("{}: column {dotted:?} holds {what}, not text (name the text column with --text-field)", name(path)));
+            return Err(format!(
+                "{}: column {dotted:?} holds {what}, not text (name the text column with --text-field)",
+                name(path)
+            ));
         }
         Ok(ParquetRecords {
             path,
@@ -157,7 +161,13 @@ impl<'a> ParquetRecords<'a> {
                     }
                     Err(e) => {
                         let at = e.valid_up_to();
-                        bad(self.path, row, &format!("is not valid UTF-8 at byte {at}"), self.skip_bad, &mut self.skipped)?;
+                        bad(
+                            self.path,
+                            row,
+                            &format!("is not valid UTF-8 at byte {at}"),
+                            self.skip_bad,
+                            &mut self.skipped,
+                        )?;
                     }
                 }
             }

@@ -231,7 +231,8 @@ pub fn read_batches(
     let mut skipped = vec![0; paths.len()];
     for (k, path) in paths.iter().enumerate() {
         if super::parquet::is_parquet(path) {
-            skipped[k] = super::parquet::read_batches(path, k, field, skip_bad, batch_bytes, read, &mut buffer, &mut send)?;
+            skipped[k] =
+                super::parquet::read_batches(path, k, field, skip_bad, batch_bytes, read, &mut buffer, &mut send)?;
             continue;
         }
         let input = std::io::BufReader::with_capacity(1 << 20, super::open_counted(path, read)?);
@@ -344,7 +345,9 @@ fn field_text(line: &[u8], field: &[String], out: &mut String) -> Result<(), Str
         Found::Text => Ok(()),
         Found::Missing => Err(format!("no field {:?}", field.join("."))),
         Found::Other(kind) => Err(format!("field {:?} is {kind}, not a string", field.join("."))),
-        Found::NotObject(kind) => Err(format!("not a JSON object with a string field {:?} (found {kind} on the way)", field.join("."))),
+        Found::NotObject(kind) => {
+            Err(format!("not a JSON object with a string field {:?} (found {kind} on the way)", field.join(".")))
+        }
     }
 }
 
@@ -450,7 +453,9 @@ impl<'de> Visitor<'de> for ObjectValue<'_, '_> {
         let mut out = Some(out);
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match out.take() {
-                Some(o) if key.as_str() == path[0] => found = map.next_value_seed(Field { path: &path[1..], out: o })?,
+                Some(o) if key.as_str() == path[0] => {
+                    found = map.next_value_seed(Field { path: &path[1..], out: o })?
+                }
                 o => {
                     out = o;
                     map.next_value::<IgnoredAny>()?;
@@ -546,7 +551,12 @@ mod tests {
         let field = vec!["text".to_string()];
         let jsonl = format!("{{\"text\": \"a\"}}\n{{\"text\": \"{}\"}}\n{{\"text\": \"b\"}}\n", "x".repeat(100));
         for (skip, want) in [(false, Err(())), (true, Ok(vec!["a", "b"]))] {
-            let mut r = Records::new(std::io::BufReader::with_capacity(16, jsonl.as_bytes()), Path::new("l.jsonl"), &field, skip);
+            let mut r = Records::new(
+                std::io::BufReader::with_capacity(16, jsonl.as_bytes()),
+                Path::new("l.jsonl"),
+                &field,
+                skip,
+            );
             r.max_record = 50;
             let mut docs = vec![];
             let got = loop {
@@ -557,7 +567,9 @@ mod tests {
                 }
             };
             match (got, want) {
-                (Ok(docs), Ok(want)) => assert_eq!((docs, r.skipped), (want.iter().map(|s| s.to_string()).collect(), 1)),
+                (Ok(docs), Ok(want)) => {
+                    assert_eq!((docs, r.skipped), (want.iter().map(|s| s.to_string()).collect(), 1))
+                }
                 (Err(e), Err(())) => assert!(e.contains("line 2 (byte offset 14) is longer than 50 bytes"), "{e}"),
                 (got, _) => panic!("{got:?}"),
             }
@@ -579,8 +591,18 @@ mod tests {
     /// A random JSON value, `depth` levels at most; keys often "text".
     fn value(r: &mut impl FnMut() -> u64, depth: u32, out: &mut String) {
         const STRS: [&str; 12] = [
-            "text", "plain words", "caf\u{e9} \u{1f600}", "a\\nb\\\"c\\\\", "\\u00e9\\u0041", "\\ud83d\\ude00", "\\ud800",
-            "tab\\there", "\\/\\b\\f\\r", "", "\u{7f}\u{80}\u{10ffff}", "x\\u12",
+            "text",
+            "plain words",
+            "caf\u{e9} \u{1f600}",
+            "a\\nb\\\"c\\\\",
+            "\\u00e9\\u0041",
+            "\\ud83d\\ude00",
+            "\\ud800",
+            "tab\\there",
+            "\\/\\b\\f\\r",
+            "",
+            "\u{7f}\u{80}\u{10ffff}",
+            "x\\u12",
         ];
         match r() % if depth == 0 { 6 } else { 8 } {
             0 => out.push_str(["true", "false", "null", "tru", "nul"][(r() % 5) as usize]),

@@ -53,9 +53,9 @@ mod rules;
 mod tests;
 
 use super::Text;
+use classify::{known_high, Classify};
 #[cfg(target_arch = "x86_64")]
 use classify::{Avx2, Sse2};
-use classify::{known_high, Classify};
 
 pub(crate) use rules::{Gpt2, Gpt4, Gpt4o, Rules};
 

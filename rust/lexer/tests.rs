@@ -5,6 +5,7 @@ pub(crate) const LEXERS: [(Lexer, &str); 3] =
     [(Lexer::Gpt2, GPT2_PATTERN), (Lexer::Gpt4, GPT4_PATTERN), (Lexer::Gpt4o, GPT4O_PATTERN)];
 
 /// Tricky characters: each class and each boundary case of the patterns.
+#[rustfmt::skip]
 pub(crate) const ALPHABET: &[&str] = &[
     "a", "Z", "é", "ß", "ǅ", "ʰ", "日", "\u{301}", "\u{903}", "ſ", "K", "1", "٣", "Ⅻ", "½", " ", "  ",
     "\t", "\n", "\r", "\r\n", "\u{85}", "\u{a0}", "\u{2028}", "\u{3000}", "\u{1c}", "\u{b}", "'", "'s",
@@ -17,6 +18,7 @@ pub(crate) const ALPHABET: &[&str] = &[
 /// contraction letters among them), digits, each ASCII white space,
 /// apostrophes, punctuation and '/', and a few longer letters (of each case
 /// class), a mark, digits, spaces and punctuation.
+#[rustfmt::skip]
 pub(crate) const ASCII_HEAVY: &[(&str, u32)] = &[
     ("e", 8), ("t", 4), ("s", 4), ("l", 3), ("v", 2), ("r", 2), ("d", 2), ("m", 2), ("x", 2),
     ("E", 3), ("S", 3), ("L", 2), ("V", 1), ("R", 1), ("D", 1), ("M", 1), ("T", 2), ("Q", 1),
@@ -29,6 +31,7 @@ pub(crate) const ASCII_HEAVY: &[(&str, u32)] = &[
 
 /// Mostly white space, ASCII and longer, so that runs of every length and
 /// mix (and the 8-byte scan of long ones) meet every kind of character.
+#[rustfmt::skip]
 pub(crate) const WHITE_HEAVY: &[(&str, u32)] = &[
     (" ", 16), ("\t", 4), ("\n", 4), ("\r", 2), ("\r\n", 2), ("\u{b}", 1), ("\u{c}", 1),
     ("\u{a0}", 1), ("\u{85}", 1), ("\u{2028}", 1), ("\u{3000}", 1),
@@ -158,7 +161,13 @@ fn lexers_equal_fancy_regex_on_adversarial_text() {
         for text in adversarial_texts() {
             let ours = lexer_chunks(lexer, &text);
             let theirs = regex_chunks(&re, &text);
-            assert!(ours == theirs, "{lexer:?} on {:?}: {:?} vs {:?}", &text[..text.len().min(40)], &ours[..ours.len().min(10)], &theirs[..theirs.len().min(10)]);
+            assert!(
+                ours == theirs,
+                "{lexer:?} on {:?}: {:?} vs {:?}",
+                &text[..text.len().min(40)],
+                &ours[..ours.len().min(10)],
+                &theirs[..theirs.len().min(10)]
+            );
         }
     }
 }
@@ -218,7 +227,11 @@ fn lexers_equal_fancy_regex_on_corpora() {
             let text = std::fs::read_to_string(path).unwrap();
             let (ours, theirs) = (lexer_chunks(lexer, &text), regex_chunks(&re, &text));
             if let Some(k) = (0..ours.len().min(theirs.len())).find(|&k| ours[k] != theirs[k]) {
-                panic!("{lexer:?} on {path:?}, chunk {k}: {:?} vs {:?}", &ours[k.saturating_sub(2)..k + 1], &theirs[k.saturating_sub(2)..k + 1]);
+                panic!(
+                    "{lexer:?} on {path:?}, chunk {k}: {:?} vs {:?}",
+                    &ours[k.saturating_sub(2)..k + 1],
+                    &theirs[k.saturating_sub(2)..k + 1]
+                );
             }
             assert_eq!(ours.len(), theirs.len(), "{lexer:?} on {path:?}");
         }

@@ -56,12 +56,15 @@ impl IdBuffer {
             (*view).len = (me.ids.len() * 4) as ffi::Py_ssize_t;
             (*view).readonly = 0;
             (*view).itemsize = 4;
-            (*view).format = if flags & ffi::PyBUF_FORMAT != 0 { FORMAT.as_ptr() as *mut _ } else { std::ptr::null_mut() };
+            (*view).format =
+                if flags & ffi::PyBUF_FORMAT != 0 { FORMAT.as_ptr() as *mut _ } else { std::ptr::null_mut() };
             (*view).ndim = 1;
-            (*view).shape =
-                if flags & ffi::PyBUF_ND != 0 { me.shape.as_ptr() as *mut _ } else { std::ptr::null_mut() };
-            (*view).strides =
-                if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES { me.strides.as_ptr() as *mut _ } else { std::ptr::null_mut() };
+            (*view).shape = if flags & ffi::PyBUF_ND != 0 { me.shape.as_ptr() as *mut _ } else { std::ptr::null_mut() };
+            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                me.strides.as_ptr() as *mut _
+            } else {
+                std::ptr::null_mut()
+            };
             (*view).suboffsets = std::ptr::null_mut();
             (*view).internal = std::ptr::null_mut();
             (*view).obj = slf.into_any().into_ptr();

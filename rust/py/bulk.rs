@@ -121,7 +121,10 @@ impl Files {
         let files = paths
             .iter()
             .map(|p| {
-                let f = OpenOptions::new().append(true).open(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+                let f = OpenOptions::new()
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
                 Ok((p.clone(), BufWriter::with_capacity(1 << 20, f), 0))
             })
             .collect::<Result<_, String>>()?;

@@ -9,8 +9,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::buffers::{ids_array, IdBuffer};
 use super::errors::{check_interrupt, guard};
-use super::text::{utf8, utf8_all};
 use super::lists::{bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
+use super::text::{utf8, utf8_all};
 use crate::batch;
 use crate::encode::Encoder;
 use crate::pieces;
@@ -71,9 +71,10 @@ impl CoreBPE {
         py.allow_threads(|| {
             guard(|| {
                 Ok(pool.install(|| {
-                    texts.par_iter().enumerate().find_map_first(|(k, t)| {
-                        self.enc.find_special(t, disallowed).map(|s| (k, s.to_string()))
-                    })
+                    texts
+                        .par_iter()
+                        .enumerate()
+                        .find_map_first(|(k, t)| self.enc.find_special(t, disallowed).map(|s| (k, s.to_string())))
                 }))
             })
         })
@@ -293,7 +294,10 @@ impl CoreBPE {
         let (ids, offsets) = py.allow_threads(|| -> PyResult<_> {
             let lists = pool.install(|| {
                 runs.par_iter()
-                    .map_init(|| self.enc.memo(), |memo, r| guard(|| self.enc.encode_each(&texts[r.clone()], allowed, memo)))
+                    .map_init(
+                        || self.enc.memo(),
+                        |memo, r| guard(|| self.enc.encode_each(&texts[r.clone()], allowed, memo)),
+                    )
                     .collect::<PyResult<Vec<_>>>()
             })?;
             let mut offsets = Vec::with_capacity(texts.len() + 1);
@@ -380,7 +384,12 @@ impl CoreBPE {
     }
 
     /// The first of `tokens` found in `text` (leftmost), or None.
-    fn find_special(&self, py: Python<'_>, text: &Bound<'_, PyString>, tokens: Vec<String>) -> PyResult<Option<String>> {
+    fn find_special(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyString>,
+        tokens: Vec<String>,
+    ) -> PyResult<Option<String>> {
         let text = utf8(text)?;
         let text = text.as_ref();
         py.allow_threads(|| guard(|| Ok(self.enc.find_special(text, &tokens).map(String::from))))
@@ -391,7 +400,10 @@ impl CoreBPE {
         let bytes = py.allow_threads(|| {
             guard(|| {
                 self.enc.decode_bytes(&ids).map_err(|id| {
-                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab().saturating_sub(1))
+                    format!(
+                        "unknown token id {id}: this vocabulary has ids 0..{}",
+                        self.enc.n_vocab().saturating_sub(1)
+                    )
                 })
             })
         })?;

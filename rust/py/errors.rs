@@ -17,7 +17,9 @@ pub(super) fn guard<T>(f: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) if e == INTERRUPTED => Err(PyKeyboardInterrupt::new_err("interrupted")),
-        Ok(Err(e)) if e == crate::decode::BROKEN_PIPE => Err(PyBrokenPipeError::new_err("the reader of the output went away")),
+        Ok(Err(e)) if e == crate::decode::BROKEN_PIPE => {
+            Err(PyBrokenPipeError::new_err("the reader of the output went away"))
+        }
         Ok(Err(e)) => Err(PyValueError::new_err(e)),
         Err(panic) => {
             let msg = panic
@@ -25,9 +27,7 @@ pub(super) fn guard<T>(f: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(PyRuntimeError::new_err(format!(
-                "internal error in the bpe Rust core: {msg} (please report this)"
-            )))
+            Err(PyRuntimeError::new_err(format!("internal error in the bpe Rust core: {msg} (please report this)")))
         }
     }
 }

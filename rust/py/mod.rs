@@ -16,15 +16,15 @@ use pyo3::prelude::*;
 
 use crate::pretokenize::Splitter;
 
+mod arrow;
+mod buffers;
+mod bulk;
+mod encoder;
 mod errors;
 mod lists;
-mod text;
-mod buffers;
-mod encoder;
-mod bulk;
-mod stream;
-mod arrow;
 mod progress;
+mod stream;
+mod text;
 mod trainer;
 
 use encoder::CoreBPE;
@@ -45,9 +45,7 @@ impl Pretokenizer {
     }
 
     fn findall(&self, py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
-        py.allow_threads(|| {
-            guard(|| Ok(self.splitter.findall(text)?.into_iter().map(String::from).collect()))
-        })
+        py.allow_threads(|| guard(|| Ok(self.splitter.findall(text)?.into_iter().map(String::from).collect())))
     }
 }
 

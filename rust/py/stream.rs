@@ -22,11 +22,11 @@ use super::encoder::CoreBPE;
 use super::errors::guard;
 use crate::batch::thread_pool;
 use crate::bulk::{encode_segments, Options, Segment, Sink, BLOCK_BYTES};
-use crate::input::records;
-use crate::pieces::encode_pieces;
 use crate::decode::{decode_stream, write_error, Ids, Utf8, BROKEN_PIPE};
 use crate::idtext::{self, Format};
+use crate::input::records;
 use crate::input::{self, Range};
+use crate::pieces::encode_pieces;
 use crate::vocab::Rank;
 
 /// The caller's descriptor as a `File` that is never closed here; `None`
@@ -55,7 +55,14 @@ impl<'f> Out<'f> {
     /// as binary ids of `width` bytes when `text` is `None`.
     pub(super) fn new(file: Option<&'f File>, text: Option<Format>, width: usize) -> Out<'f> {
         let writer = file.map(|f| BufWriter::with_capacity(1 << 20, f));
-        Out { writer, text: text.map(idtext::Writer::new), width, counts: Vec::new(), started: false, bytes: Vec::new() }
+        Out {
+            writer,
+            text: text.map(idtext::Writer::new),
+            width,
+            counts: Vec::new(),
+            started: false,
+            bytes: Vec::new(),
+        }
     }
 
     fn write(&mut self) -> Result<(), String> {

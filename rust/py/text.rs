@@ -39,7 +39,12 @@ fn source(s: &Bound<'_, PyString>) -> Source {
     // SAFETY: `p` is a live str (held by `s`); these read its header. Only
     // a non-ASCII str has the `utf8` field (a compact ASCII one is shorter).
     let (ascii, kind, len, data) = unsafe {
-        (ffi::PyUnicode_IS_ASCII(p) != 0, ffi::PyUnicode_KIND(p), ffi::PyUnicode_GET_LENGTH(p) as usize, ffi::PyUnicode_DATA(p))
+        (
+            ffi::PyUnicode_IS_ASCII(p) != 0,
+            ffi::PyUnicode_KIND(p),
+            ffi::PyUnicode_GET_LENGTH(p) as usize,
+            ffi::PyUnicode_DATA(p),
+        )
     };
     let cached = !ascii && unsafe { !(*p.cast::<ffi::PyCompactUnicodeObject>()).utf8.is_null() };
     if ascii || cached || len < MIN_CHARS {
@@ -94,9 +99,8 @@ pub(super) fn utf8_all<'a>(
         .collect();
     // SAFETY: `texts` holds every str alive until this returns, and a str's
     // data never changes: reading it from other threads is safe.
-    let converted: Vec<Option<String>> = py.allow_threads(|| {
-        pool.install(|| sources.par_iter().map(|s| s.and_then(|s| unsafe { convert(s) })).collect())
-    });
+    let converted: Vec<Option<String>> = py
+        .allow_threads(|| pool.install(|| sources.par_iter().map(|s| s.and_then(|s| unsafe { convert(s) })).collect()));
     texts
         .iter()
         .zip(converted)
@@ -156,7 +160,8 @@ fn ucs2(units: &[u16]) -> Option<String> {
 fn ucs4(units: &[u32]) -> Option<String> {
     // SAFETY: UTF-8 takes at most 4 bytes a code point; simdutf writes the
     // UTF-8 of valid UTF-32, or returns 0 for invalid (a surrogate).
-    let text = unsafe { written(4 * units.len(), |out| simdutf::convert_utf32_to_utf8(units.as_ptr(), units.len(), out)) };
+    let text =
+        unsafe { written(4 * units.len(), |out| simdutf::convert_utf32_to_utf8(units.as_ptr(), units.len(), out)) };
     (units.is_empty() || !text.is_empty()).then_some(text)
 }
 

@@ -98,7 +98,14 @@ impl Trainer {
     fn new(pattern: &str) -> PyResult<Self> {
         let splitter = guard(|| Splitter::new(pattern))?;
         let spill = Spill::new(pattern);
-        Ok(Trainer { splitter, counts: ChunkCounts::default(), spill, tokens: Vec::new(), built: None, assigned: Vec::new() })
+        Ok(Trainer {
+            splitter,
+            counts: ChunkCounts::default(),
+            spill,
+            tokens: Vec::new(),
+            built: None,
+            assigned: Vec::new(),
+        })
     }
 
     /// Counts a batch of documents (each str is one document), all cores, GIL released.
@@ -152,7 +159,14 @@ impl Trainer {
     /// `feed_files` does; returns the number of bad records skipped in each
     /// file (`skip_bad`; otherwise the first is an error).
     #[pyo3(signature = (paths, field, skip_bad, progress))]
-    fn feed_records(&mut self, py: Python<'_>, paths: Vec<PathBuf>, field: Vec<String>, skip_bad: bool, progress: bool) -> PyResult<Vec<u64>> {
+    fn feed_records(
+        &mut self,
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        field: Vec<String>,
+        skip_bad: bool,
+        progress: bool,
+    ) -> PyResult<Vec<u64>> {
         let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
         let splitter = &self.splitter;
         let (counts, spill) = (&mut self.counts, &mut self.spill);
@@ -161,10 +175,11 @@ impl Trainer {
             let _free = spill.is_capped().then(crate::ReturnFreedMemory::new);
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
-                let counted = train::count_records_into(splitter, &paths, &field, skip_bad, &mut spill.tally(counts), |n| {
-                    pb.inc(n);
-                    check_interrupt()
-                });
+                let counted =
+                    train::count_records_into(splitter, &paths, &field, skip_bad, &mut spill.tally(counts), |n| {
+                        pb.inc(n);
+                        check_interrupt()
+                    });
                 pb.abandon();
                 if counted.is_err() {
                     // Partly counted: nothing is kept (and spilled runs are removed).
@@ -320,7 +335,11 @@ impl Trainer {
                 let learnt = train::extend_merges(counts, &base_tokens, encode, target, |_, size| {
                     pb.set_position((size - start) as u64);
                     n += 1;
-                    if n % 256 == 0 { check_interrupt() } else { Ok(()) }
+                    if n % 256 == 0 {
+                        check_interrupt()
+                    } else {
+                        Ok(())
+                    }
                 });
                 pb.abandon();
                 Ok(learnt?.iter().map(|m| (m.left, m.right, m.new)).collect())
@@ -477,13 +496,17 @@ impl Trainer {
                 let file = borrowed(fd);
                 let mut out = table::TableWriter::new(&*file, name, &pattern)?;
                 let mut n = 0u64;
-                table::merge(tables, |chunk, count| {
-                    n += 1;
-                    if n % (1 << 20) == 0 {
-                        check_interrupt()?;
-                    }
-                    out.add(chunk, count)
-                }, 1)?;
+                table::merge(
+                    tables,
+                    |chunk, count| {
+                        n += 1;
+                        if n % (1 << 20) == 0 {
+                            check_interrupt()?;
+                        }
+                        out.add(chunk, count)
+                    },
+                    1,
+                )?;
                 let (entries, total, _) = out.finish()?;
                 Ok((pattern, entries, total))
             })

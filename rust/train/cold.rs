@@ -187,7 +187,13 @@ pub(super) fn push_block<T>(blocks: &mut Vec<Vec<T>>, e: T) {
 /// stored count is an upper bound (see [`Cold`]). Counted as the map counts:
 /// every adjacent position, times the word's count. A list may name a word
 /// twice (see `Lists`): each is counted once. `buf` is scratch.
-pub(super) fn recount<S: Symbol>(words: &Words<S>, lists: &Lists, pair: Pair<S>, info: &PairInfo, buf: &mut Vec<u32>) -> i64 {
+pub(super) fn recount<S: Symbol>(
+    words: &Words<S>,
+    lists: &Lists,
+    pair: Pair<S>,
+    info: &PairInfo,
+    buf: &mut Vec<u32>,
+) -> i64 {
     buf.clear();
     lists.read(info, buf);
     buf.sort_unstable();

@@ -289,7 +289,10 @@ mod tests {
         let texts: Vec<String> = (0..12)
             .map(|k| {
                 let words = if k % 3 == 0 { 4000 } else { 40 };
-                (0..words).map(|i| format!("w{} x{}yz{}", i % (k + 7), i * k, "q".repeat(i % 19))).collect::<Vec<_>>().join(" ")
+                (0..words)
+                    .map(|i| format!("w{} x{}yz{}", i % (k + 7), i * k, "q".repeat(i % 19)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             })
             .collect();
         let (mut total, mut expected) = (ChunkCounts::default(), ChunkCounts::default());

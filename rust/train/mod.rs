@@ -42,23 +42,23 @@
 // come next; the merge loop's parts go words, occurrences (word lists),
 // cold pairs, heap, then the loop's state and steps (`merging.rs`), driven
 // by `learn` below.
-mod count;
-mod pipeline;
-mod shards;
-pub mod table;
-mod spill;
-mod words;
-mod occurrences;
 mod cold;
+mod count;
 mod heap;
 mod merging;
+mod occurrences;
+mod pipeline;
+mod shards;
+mod spill;
+pub mod table;
 #[cfg(test)]
 mod testing;
+mod words;
 
 pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Tally};
+pub use merging::Merge;
 pub use pipeline::{count_files, count_files_into, count_records_into};
 pub use spill::{Capped, Spill};
-pub use merging::Merge;
 
 use merging::{Merging, Tuning};
 use words::Symbol;

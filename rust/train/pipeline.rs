@@ -16,7 +16,6 @@ use crate::pretokenize::{last_safe_cut, Splitter};
 /// the cut is one segment for a counting thread.
 const READ_BYTES: usize = SEGMENT_BYTES;
 
-
 /// Streams UTF-8 text files and counts their chunks. `on_bytes` gets the
 /// number of bytes read after each segment and may stop the work by
 /// returning an error (Ctrl-C).
@@ -218,9 +217,7 @@ fn count_segments(
     use std::sync::PoisonError;
     // The lock is held only while waiting for the next segment.
     let next = || segments.lock().unwrap_or_else(PoisonError::into_inner).recv();
-    let flush = |counts: &mut ChunkCounts| {
-        total.lock().unwrap_or_else(PoisonError::into_inner).absorb(counts)
-    };
+    let flush = |counts: &mut ChunkCounts| total.lock().unwrap_or_else(PoisonError::into_inner).absorb(counts);
     // A panic is caught so that the queue is drained below before it is
     // handed on: the reader must never be left waiting.
     let mut current = 0; // the segment being counted

@@ -52,9 +52,7 @@ pub(super) fn count_record_files(
     let stop = AtomicBool::new(false); // `on_bytes` said stop
     let read = AtomicU64::new(0);
     let outcomes: Mutex<Vec<Option<Result<u64, String>>>> = Mutex::new(vec![None; paths.len()]);
-    let flush = |counts: &mut ChunkCounts| {
-        total.lock().unwrap_or_else(PoisonError::into_inner).absorb(counts)
-    };
+    let flush = |counts: &mut ChunkCounts| total.lock().unwrap_or_else(PoisonError::into_inner).absorb(counts);
 
     let worker = || {
         let mut counts = ChunkCounts::default();
@@ -66,21 +64,29 @@ pub(super) fn count_record_files(
             if k >= paths.len() || k > failed.load(Relaxed) || stop.load(Relaxed) {
                 break;
             }
-            let counted = read_batches(&paths[k..=k], field, skip_bad, BATCH_BYTES, &read, || spare.take(), |batch| {
-                if k > failed.load(Relaxed) || stop.load(Relaxed) {
-                    return Err(STOPPED.into());
-                }
-                for doc in batch.docs() {
-                    count_chunks(splitter, doc, &mut counts)?;
-                }
-                since_flush += batch.text.len();
-                if since_flush >= flush_bytes {
-                    flush(&mut counts)?;
-                    since_flush = 0;
-                }
-                *spare.borrow_mut() = batch.text;
-                Ok(())
-            });
+            let counted = read_batches(
+                &paths[k..=k],
+                field,
+                skip_bad,
+                BATCH_BYTES,
+                &read,
+                || spare.take(),
+                |batch| {
+                    if k > failed.load(Relaxed) || stop.load(Relaxed) {
+                        return Err(STOPPED.into());
+                    }
+                    for doc in batch.docs() {
+                        count_chunks(splitter, doc, &mut counts)?;
+                    }
+                    since_flush += batch.text.len();
+                    if since_flush >= flush_bytes {
+                        flush(&mut counts)?;
+                        since_flush = 0;
+                    }
+                    *spare.borrow_mut() = batch.text;
+                    Ok(())
+                },
+            );
             let outcome = match counted {
                 Ok(skipped) => Ok(skipped[0]),
                 Err(e) if e == STOPPED => break,
@@ -183,7 +189,8 @@ mod tests {
         count_records_into_pipeline(&splitter, &paths, &field, false, &mut piped, |_| Ok(())).unwrap();
         for threads in [1, 2, 3, 8] {
             let mut at_once = ChunkCounts::default();
-            let skipped = count_record_files(&splitter, &paths, &field, false, threads, &mut at_once, |_| Ok(())).unwrap();
+            let skipped =
+                count_record_files(&splitter, &paths, &field, false, threads, &mut at_once, |_| Ok(())).unwrap();
             assert_eq!(skipped, vec![0; 7]);
             assert_eq!(at_once, piped, "{threads} threads");
         }
@@ -201,8 +208,9 @@ mod tests {
         let splitter = Splitter::new(GPT4_PATTERN).unwrap();
         let field = ["text".to_string()];
         for threads in [1, 2, 6] {
-            let err = count_record_files(&splitter, &paths, &field, false, threads, &mut ChunkCounts::default(), |_| Ok(()))
-                .unwrap_err();
+            let err =
+                count_record_files(&splitter, &paths, &field, false, threads, &mut ChunkCounts::default(), |_| Ok(()))
+                    .unwrap_err();
             assert!(err.starts_with(&format!("{}: line 21", paths[2].display())), "{err}");
             let skipped =
                 count_record_files(&splitter, &paths, &field, true, threads, &mut ChunkCounts::default(), |_| Ok(()))

@@ -511,7 +511,10 @@ mod tests {
             std::fs::write(&bad, &bytes[..cut]).unwrap();
             let err = read(&bad).unwrap_err();
             assert!(err.starts_with(&name), "{err}");
-            assert!(err.contains("truncated") || err.contains("empty") || err.contains("not a bpe count"), "{cut}: {err}");
+            assert!(
+                err.contains("truncated") || err.contains("empty") || err.contains("not a bpe count"),
+                "{cut}: {err}"
+            );
         }
         for at in 0..bytes.len() {
             for flip in [1u8, 0x80] {
@@ -519,7 +522,10 @@ mod tests {
                 changed[at] ^= flip;
                 std::fs::write(&bad, &changed).unwrap();
                 let err = read(&bad).unwrap_err();
-                assert!(err.starts_with(&name) && (err.contains("byte offset") || err.contains("not a bpe count")), "{at}: {err}");
+                assert!(
+                    err.starts_with(&name) && (err.contains("byte offset") || err.contains("not a bpe count")),
+                    "{at}: {err}"
+                );
             }
         }
         let mut longer = bytes.clone();
@@ -535,7 +541,12 @@ mod tests {
         let path = dir.0.join("v2.bpec");
         std::fs::write(&path, b"bpe-counts v2\npattern 1 x\n").unwrap();
         let err = read(&path).unwrap_err();
-        assert!(err.contains("is a bpe count table of version v2 (byte offset 12), which this bpe cannot read (it reads v1)"), "{err}");
+        assert!(
+            err.contains(
+                "is a bpe count table of version v2 (byte offset 12), which this bpe cannot read (it reads v1)"
+            ),
+            "{err}"
+        );
         std::fs::write(&path, b"bpe-tokenizer v1\n").unwrap();
         assert!(read(&path).unwrap_err().contains("is not a bpe count table"));
     }
@@ -564,8 +575,10 @@ mod tests {
         assert_eq!(merged(&[p("ab"), p("c")], &p("ab_c"), 1), abc);
         merged(&[p("b"), p("c")], &p("bc"), 1);
         assert_eq!(merged(&[p("bc"), p("a")], &p("bc_a"), 1), abc);
-        let want: Vec<(Vec<u8>, u64)> =
-            [(&b""[..], 1), (b" a", 2), (b" b", 5), (b"c", 5), (b"cc", 2), (b"d", 9)].iter().map(|(c, n)| (c.to_vec(), *n)).collect();
+        let want: Vec<(Vec<u8>, u64)> = [(&b""[..], 1), (b" a", 2), (b" b", 5), (b"c", 5), (b"cc", 2), (b"d", 9)]
+            .iter()
+            .map(|(c, n)| (c.to_vec(), *n))
+            .collect();
         assert_eq!(read(&p("abc")).unwrap(), want);
         merged(&[p("a"), p("b"), p("c")], &p("min"), 3);
         assert_eq!(read(&p("min")).unwrap(), vec![(b" b".to_vec(), 5), (b"c".to_vec(), 5), (b"d".to_vec(), 9)]);

@@ -47,7 +47,13 @@ pub(super) const NO_WORD: u32 = (1 << 31) - 1;
 
 /// Replaces every non-overlapping (left to right) occurrence of `pair` in
 /// `word` by `new`, in place; returns the new length (shorter iff it merged).
-pub(super) fn merge_word<S: Symbol>(word: &mut [S], pair: Pair<S>, new: S, f: i64, delta: &mut FxHashMap<Pair<S>, i64>) -> usize {
+pub(super) fn merge_word<S: Symbol>(
+    word: &mut [S],
+    pair: Pair<S>,
+    new: S,
+    f: i64,
+    delta: &mut FxHashMap<Pair<S>, i64>,
+) -> usize {
     // In place (the output never overtakes the input), and only the pairs
     // around each occurrence change: with x a b y -> x N y, the pairs (x,a),
     // (a,b), (b,y) lose `f` and (x,N), (N,y) gain it. `x` is read from the

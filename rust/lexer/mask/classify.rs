@@ -413,10 +413,10 @@ mod x86 {
     /// SSE2: four 16-byte loads. (SAFETY of the intrinsics: SSE2 is part
     /// of x86_64.)
     pub(crate) struct Sse2;
-    classifier!(
+    classifier! {
         Sse2, __m128i, 16, [0, 1, 2, 3], _mm_loadu_si128, _mm_set1_epi8, _mm_add_epi8, _mm_or_si128,
         _mm_andnot_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_movemask_epi8
-    );
+    }
 
     /// AVX2: two 32-byte loads.
     ///
@@ -427,8 +427,8 @@ mod x86 {
     /// into that loop, which has the feature, and there the intrinsics are
     /// inlined. SAFETY of the intrinsics: the caller's, `Classify`.)
     pub(crate) struct Avx2;
-    classifier!(
+    classifier! {
         Avx2, __m256i, 32, [0, 1], _mm256_loadu_si256, _mm256_set1_epi8, _mm256_add_epi8, _mm256_or_si256,
         _mm256_andnot_si256, _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_movemask_epi8
-    );
+    }
 }

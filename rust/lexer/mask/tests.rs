@@ -60,6 +60,7 @@ fn check_shifted(lexer: Lexer, text: &str) {
 
 /// Pieces for texts with runs across window edges: each kind of run, of a
 /// random length.
+#[rustfmt::skip]
 fn run_piece(rand: &mut impl FnMut() -> u64) -> String {
     let len = match rand() % 4 {
         0 => 1 + rand() % 4,
@@ -258,7 +259,11 @@ fn white_run_scans_agree() {
         let text = mostly(&mut rand, &[b' ', b'\t', b'\n', b'\r', 0x0B, 0x0C], &[b'x', b'.', 0x1C, 0xC2, 0xA0]);
         for from in 0..text.len() {
             // SAFETY: SSE2 is part of x86_64.
-            assert_eq!(unsafe { super::classify::white_run_sse2(&text, from) }, super::classify::white_run(&text, from), "{text:?} from {from}");
+            assert_eq!(
+                unsafe { super::classify::white_run_sse2(&text, from) },
+                super::classify::white_run(&text, from),
+                "{text:?} from {from}"
+            );
         }
     }
 }
@@ -273,7 +278,11 @@ fn letter_run_scans_agree() {
         let text = mostly(&mut rand, b"azAZmQ", &[b'@', b'[', b'`', b'{', b' ', b'1', 0xC3, 0xA9, 0xFF]);
         for from in 0..text.len() {
             // SAFETY: SSE2 is part of x86_64.
-            assert_eq!(unsafe { super::classify::letter_run_sse2(&text, from) }, crate::ascii::letters_end(&text, from), "{text:?} from {from}");
+            assert_eq!(
+                unsafe { super::classify::letter_run_sse2(&text, from) },
+                crate::ascii::letters_end(&text, from),
+                "{text:?} from {from}"
+            );
         }
     }
 }
@@ -283,14 +292,20 @@ fn letter_run_scans_agree() {
 #[test]
 fn mask_lexer_equals_exact_lexer_on_long_runs() {
     let runs = [
-        "a", "Z", "aZ", "Ab", "7", " ", "\t", "\n", " \n", "\n ", "\r\n", ".", "/", "'", "é", "'s", "x'", " .", "\u{a0}",
+        "a", "Z", "aZ", "Ab", "7", " ", "\t", "\n", " \n", "\n ", "\r\n", ".", "/", "'", "é", "'s", "x'", " .",
+        "\u{a0}",
     ];
     let ends = ["", "x", "X", "1", ".", " ", "\n", "é", "\u{a0}", "'s", "'ll", "/", "\t", " x", "\n\n"];
     for run in runs {
         for pre in [0, 1, 2, 3, 5, 8, 30, 58, 59, 60, 61, 62, 63, 64, 65, 66, 70] {
             for len in (0..70).chain([100, 125, 126, 127, 128, 129, 130, 190, 200]) {
                 for end in ends {
-                    let text = format!("{}{}{end}{}", "w".repeat(pre), run.repeat(len), " tail of the text to fill a window".repeat(3));
+                    let text = format!(
+                        "{}{}{end}{}",
+                        "w".repeat(pre),
+                        run.repeat(len),
+                        " tail of the text to fill a window".repeat(3)
+                    );
                     for (lexer, _) in LEXERS {
                         check(lexer, &text);
                         // And with the run at (or near) the end of the text.
@@ -306,8 +321,8 @@ fn mask_lexer_equals_exact_lexer_on_long_runs() {
 #[test]
 fn mask_lexer_equals_exact_lexer_on_contractions_at_every_place() {
     let cases = [
-        "'s", "'S", "'t", "'d", "'m", "'M", "'ll", "'LL", "'lL", "'l", "'ve", "'VE", "'v", "'re", "'RE", "'r", "'x", "''", "'",
-        "'ſ", "'\u{301}", "'é", "'1", "' ", "'\n", "'s's", "'sx", "'llx", "'sS", "'sé",
+        "'s", "'S", "'t", "'d", "'m", "'M", "'ll", "'LL", "'lL", "'l", "'ve", "'VE", "'v", "'re", "'RE", "'r", "'x",
+        "''", "'", "'ſ", "'\u{301}", "'é", "'1", "' ", "'\n", "'s's", "'sx", "'llx", "'sS", "'sé",
     ];
     for case in cases {
         for before in ["x", "X", " ", ".", "1", "\n", "\t", "  ", "é", ""] {
@@ -326,10 +341,30 @@ fn mask_lexer_equals_exact_lexer_on_contractions_at_every_place() {
 #[test]
 fn mask_lexer_equals_exact_lexer_on_mixed_scripts() {
     let mut rand = rng(0xabad_1dea_dead_beef);
-    let ascii = ["The quick brown fox. ", "x = 1234567;\n", "    return y\n", "\"quoted\" ", "it's ", "  \t ", "A", "\n\n"];
+    let ascii =
+        ["The quick brown fox. ", "x = 1234567;\n", "    return y\n", "\"quoted\" ", "it's ", "  \t ", "A", "\n\n"];
     let other = [
-        "Привет мир. ", "日本語のテキスト", "é", "naïve café ", "“", "”", "\u{a0}", "\u{3000}", "٣٤", "e\u{301}", "🙂 ", "ſ",
-        "Ærøskøbing ", "’", "—", "…", "×", "ÀÉÎ", "“Quoted,” ", "don’t ", "Ā",
+        "Привет мир. ",
+        "日本語のテキスト",
+        "é",
+        "naïve café ",
+        "“",
+        "”",
+        "\u{a0}",
+        "\u{3000}",
+        "٣٤",
+        "e\u{301}",
+        "🙂 ",
+        "ſ",
+        "Ærøskøbing ",
+        "’",
+        "—",
+        "…",
+        "×",
+        "ÀÉÎ",
+        "“Quoted,” ",
+        "don’t ",
+        "Ā",
     ];
     for _ in 0..super::super::tests::iterations() / 3 {
         let mut text = String::new();
@@ -422,7 +457,11 @@ fn masks_decide_most_chunks_of_english_and_code() {
                     text.len() as f64 / s.windows as f64,
                     100.0 * share
                 );
-                assert!(share >= *least, "{path} {lexer:?} {engine:?}: masks decided {:.1}% of the chunks", 100.0 * share);
+                assert!(
+                    share >= *least,
+                    "{path} {lexer:?} {engine:?}: masks decided {:.1}% of the chunks",
+                    100.0 * share
+                );
             }
         }
     }
