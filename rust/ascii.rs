@@ -89,7 +89,7 @@ const fn upper_bits(w: u64) -> u64 {
 /// maps `A`-`Z` onto `a`-`z` and no other byte into that range.)
 #[inline(always)]
 const fn letter_bits(w: u64) -> u64 {
-    in_range(w | ONES * 0x20, b'a', b'z')
+    in_range(w | (ONES * 0x20), b'a', b'z')
 }
 
 /// The high bit of each byte of `w` that is `0`-`9`.
@@ -253,7 +253,8 @@ mod tests {
     fn word_scans_equal_byte_scans() {
         // Every byte value at every offset of a window, and runs crossing
         // the 8-byte steps and the text's end.
-        let scans: [(fn(&[u8], usize) -> usize, fn(u8) -> bool); 4] = [
+        type Scan = (fn(&[u8], usize) -> usize, fn(u8) -> bool);
+        let scans: [Scan; 4] = [
             (letters_end, |c| c.is_ascii_alphabetic()),
             (lower_end, |c| c.is_ascii_lowercase()),
             (upper_end, |c| c.is_ascii_uppercase()),

@@ -143,9 +143,12 @@ fn replay(merges: &[crate::train::Merge]) -> Vec<Vec<u8>> {
     vocab
 }
 
+/// An encoder and the ranks it was made from.
+type Trained = (Encoder, FxHashMap<Vec<u8>, Rank>);
+
 /// Three trained encoders (one per built-in pattern) and their ranks.
-fn trained() -> &'static [(Encoder, FxHashMap<Vec<u8>, Rank>)] {
-    static E: OnceLock<Vec<(Encoder, FxHashMap<Vec<u8>, Rank>)>> = OnceLock::new();
+fn trained() -> &'static [Trained] {
+    static E: OnceLock<Vec<Trained>> = OnceLock::new();
     E.get_or_init(|| {
         let text = training_text();
         BUILTIN
@@ -303,7 +306,8 @@ mod tests {
     #[test]
     fn fuzz_regressions() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions");
-        let targets: [(&str, fn(&[u8])); 5] = [
+        type Target = (&'static str, fn(&[u8]));
+        let targets: [Target; 5] = [
             ("pretokenize", pretokenize),
             ("custom_pattern", custom_pattern),
             ("encode_decode", encode_decode),

@@ -79,8 +79,8 @@ fn table() -> &'static [u16] {
                 unreachable!("{class} parses to a Unicode class")
             };
             for r in cls.ranges() {
-                for c in r.start() as usize..=r.end() as usize {
-                    t[c] |= bit;
+                for x in &mut t[r.start() as usize..=r.end() as usize] {
+                    *x |= bit;
                 }
             }
         }

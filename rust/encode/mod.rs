@@ -7,6 +7,7 @@
 //!   2. otherwise start from its single bytes and repeatedly merge the adjacent
 //!      pair whose concatenation has the lowest rank (the leftmost on a tie)
 //!      until no adjacent concatenation is a token.
+//!
 //! Working on bytes rather than on a `(id, id) -> id` merge table is what makes
 //! us agree with tiktoken on rank-only vocabularies, which have no merge list.
 //!

@@ -220,7 +220,7 @@ impl<'a> Blocks<'a> {
                 // second time waits for a writer that may have gone.
                 self.file = Some(decompressed(&range.path, file, false)?.0);
             }
-            self.stream = !(regular && !compressed);
+            self.stream = !regular || compressed;
             self.offset = range.start;
             self.carry.clear();
         }

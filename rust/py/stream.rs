@@ -255,6 +255,9 @@ pub(super) fn decode_to_fd(
     })
 }
 
+/// Per file: (records, ids) written; and the bad records skipped.
+type RecordCounts = (Vec<(u64, u64)>, Vec<u64>);
+
 /// `encode_to_fd` for JSON Lines files (compressed or not; `-` is stdin):
 /// each record's text field is one document (a line of ids each in the text
 /// formats; `separator` between records in `"binary"`). Returns the number
@@ -276,7 +279,7 @@ pub(super) fn encode_records_to_fd(
     num_threads: usize,
     width: usize,
     progress: Option<PyObject>,
-) -> PyResult<(Vec<(u64, u64)>, Vec<u64>)> {
+) -> PyResult<RecordCounts> {
     let enc = &core.get().enc;
     let output = Output::new(format, out, separator)?;
     let separator = output.separator;
