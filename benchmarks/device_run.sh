@@ -16,7 +16,8 @@ cd /tmp
 $PY -c "import bpe, gigatoken, numpy, tiktoken, zstandard, pyarrow; print('imports ok', bpe.__file__)"
 if [ "${MANY:-1}" = 1 ]; then
   $PY $REPO/benchmarks/run.py --only many --corpus /tmp/g100.txt --many-threads 16 --anchors gigatoken \
-    --encodings cl100k_base,o200k_base --repeats ${REPEATS:-3} --results $OUT/many > $OUT/many.log 2>&1
+    --encodings cl100k_base,o200k_base --repeats ${REPEATS:-3} --files-repeats ${REPEATS:-3} \
+    --results $OUT/many > $OUT/many.log 2>&1
   grep -E "round|PASS|FAIL" $OUT/many.log | head -40
 fi
 if [ "${SHARDS:-1}" = 1 ]; then
