@@ -28,24 +28,24 @@
 // `n % k == 0` is kept over `n.is_multiple_of(k)`, which needs Rust 1.87.
 #![allow(clippy::manual_is_multiple_of)]
 
-mod ascii;
-pub mod batch;
-pub mod bulk;
-pub mod chars;
-pub mod decode;
-pub mod encode;
-pub mod idtext;
-pub mod input;
-pub mod lexer;
 pub mod limits;
 pub mod pages;
-pub mod pairs;
-pub mod patterns;
-pub mod pieces;
-pub mod pretokenize;
-pub mod progress;
-pub mod train;
 pub mod vocab;
+pub mod idtext;
+pub mod patterns;
+mod ascii;
+pub mod lexer;
+pub mod pretokenize;
+pub mod input;
+pub mod chars;
+pub mod pairs;
+pub mod encode;
+pub mod decode;
+pub mod train;
+pub mod pieces;
+pub mod batch;
+pub mod bulk;
+pub mod progress;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
 
 mod json_fast;
+mod json_serde;
 pub mod parquet;
 pub mod records;
 

@@ -4,8 +4,10 @@
 //! compressed (`open` in `mod.rs` decompresses).
 //!
 //! Only the text field is decoded: the other fields (URLs, metadata, often
-//! half of a record) are skipped by serde's `IgnoredAny` without being
-//! built, and the text is appended straight into the batch being filled.
+//! half of a record) are skipped without being built, and the text is
+//! appended straight into the batch being filled: by a fast path of our own
+//! (`json_fast.rs`) for nearly every record, else by serde_json
+//! (`json_serde.rs`).
 //!
 //! A record that has no such field, whose field is not a string, or that is
 //! not JSON, is a bad record: by default an error naming the file, the line
@@ -13,13 +15,10 @@
 //! skipped and counted. Bytes that are not UTF-8 are refused the same way
 //! (JSON text is UTF-8).
 
-use std::fmt;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-
-use super::{json_fast, name};
+use super::{json_fast, json_serde, name};
 
 /// Records read at once: about this many bytes of text.
 pub const BATCH_BYTES: usize = 8 << 20;
@@ -332,187 +331,14 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
 /// what is wrong with the record.
 ///
 /// The fast path (`json_fast.rs`) reads nearly every record; serde_json
-/// decides whatever it gives up on, and says what is wrong with a bad one.
+/// (`json_serde.rs`) decides whatever it gives up on, and says what is
+/// wrong with a bad one.
 fn field_text(line: &[u8], field: &[String], out: &mut String) -> Result<(), String> {
     let text = super::utf8(line).map_err(|e| format!("not valid UTF-8 at byte {} of the line", e.valid_up_to()))?;
     if json_fast::field_text(text, field, out) {
         return Ok(());
     }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let found = Field { path: field, out }.deserialize(&mut de).map_err(|e| bad_json(e, field))?;
-    de.end().map_err(|e| format!("not one JSON object: {e}"))?;
-    match found {
-        Found::Text => Ok(()),
-        Found::Missing => Err(format!("no field {:?}", field.join("."))),
-        Found::Other(kind) => Err(format!("field {:?} is {kind}, not a string", field.join("."))),
-        Found::NotObject(kind) => {
-            Err(format!("not a JSON object with a string field {:?} (found {kind} on the way)", field.join(".")))
-        }
-    }
-}
-
-fn bad_json(e: serde_json::Error, field: &[String]) -> String {
-    if e.is_data() {
-        format!("not a JSON object with a string field {:?} ({e})", field.join("."))
-    } else {
-        format!("not valid JSON ({e})")
-    }
-}
-
-/// What the field turned out to be.
-enum Found {
-    Text,
-    Missing,
-    /// The field is there, but not a string.
-    Other(&'static str),
-    /// Something on the way to it (the line itself, or `a` of `a.b`) is not an object.
-    NotObject(&'static str),
-}
-
-/// Walks an object down `path`, appending the string at its end to `out`.
-struct Field<'p, 'o> {
-    path: &'p [String],
-    out: &'o mut String,
-}
-
-impl<'de> DeserializeSeed<'de> for Field<'_, '_> {
-    type Value = Found;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Found, D::Error> {
-        if self.path.is_empty() {
-            de.deserialize_any(TextValue(self.out))
-        } else {
-            de.deserialize_any(ObjectValue(self))
-        }
-    }
-}
-
-/// The value at the end of the path: a string is appended; anything else is named.
-struct TextValue<'o>(&'o mut String);
-
-macro_rules! other {
-    ($($method:ident($($t:ty)?) => $kind:expr),* $(,)?) => {$(
-        fn $method<E: serde::de::Error>(self $(, _: $t)?) -> Result<Found, E> {
-            Ok(Found::Other($kind))
-        }
-    )*};
-}
-
-macro_rules! not_object {
-    ($($method:ident($($t:ty)?) => $kind:expr),* $(,)?) => {$(
-        fn $method<E: serde::de::Error>(self $(, _: $t)?) -> Result<Found, E> {
-            Ok(Found::NotObject($kind))
-        }
-    )*};
-}
-
-impl<'de> Visitor<'de> for TextValue<'_> {
-    type Value = Found;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Found, E> {
-        self.0.push_str(v);
-        Ok(Found::Text)
-    }
-
-    other! {
-        visit_bool(bool) => "a boolean",
-        visit_i64(i64) => "a number",
-        visit_u64(u64) => "a number",
-        visit_f64(f64) => "a number",
-        visit_unit() => "null",
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Found::Other("an array"))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Found::Other("an object"))
-    }
-}
-
-/// An object on the way: the entry named `path[0]` is followed, the others skipped.
-struct ObjectValue<'p, 'o>(Field<'p, 'o>);
-
-impl<'de> Visitor<'de> for ObjectValue<'_, '_> {
-    type Value = Found;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Found, A::Error> {
-        let Field { path, out } = self.0;
-        let mut found = Found::Missing;
-        let mut out = Some(out);
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            match out.take() {
-                Some(o) if key.as_str() == path[0] => {
-                    found = map.next_value_seed(Field { path: &path[1..], out: o })?
-                }
-                o => {
-                    out = o;
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    not_object! {
-        visit_bool(bool) => "a boolean",
-        visit_i64(i64) => "a number",
-        visit_u64(u64) => "a number",
-        visit_f64(f64) => "a number",
-        visit_str(&str) => "a string",
-        visit_unit() => "null",
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Found, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Found::NotObject("an array"))
-    }
-}
-
-/// A key, borrowed from the line when it has no escapes (the usual case:
-/// no allocation per key of every record).
-enum Key<'de> {
-    Borrowed(&'de str),
-    Owned(String),
-}
-
-impl Key<'_> {
-    fn as_str(&self) -> &str {
-        match self {
-            Key::Borrowed(s) => s,
-            Key::Owned(s) => s,
-        }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Key<'de>, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a key")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key::Borrowed(v))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key::Owned(v.to_string()))
-            }
-        }
-        de.deserialize_str(KeyVisitor)
-    }
+    json_serde::field_text(text, field, out)
 }
 
 #[cfg(test)]
@@ -579,13 +405,7 @@ mod tests {
     /// The slow path alone (serde_json), as `field_text` was before the fast one.
     fn slow(line: &str, field: &[String]) -> Result<String, String> {
         let mut out = String::new();
-        let mut de = serde_json::Deserializer::from_str(line);
-        let found = Field { path: field, out: &mut out }.deserialize(&mut de).map_err(|e| bad_json(e, field))?;
-        de.end().map_err(|e| e.to_string())?;
-        match found {
-            Found::Text => Ok(out),
-            _ => Err("not text".into()),
-        }
+        json_serde::field_text(line, field, &mut out).map(|()| out)
     }
 
     /// A random JSON value, `depth` levels at most; keys often "text".

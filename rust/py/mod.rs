@@ -16,15 +16,15 @@ use pyo3::prelude::*;
 
 use crate::pretokenize::Splitter;
 
-mod arrow;
-mod buffers;
-mod bulk;
-mod encoder;
 mod errors;
 mod lists;
-mod progress;
-mod stream;
 mod text;
+mod buffers;
+mod encoder;
+mod bulk;
+mod stream;
+mod arrow;
+mod progress;
 mod trainer;
 
 use encoder::CoreBPE;

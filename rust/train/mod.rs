@@ -42,18 +42,18 @@
 // come next; the merge loop's parts go words, occurrences (word lists),
 // cold pairs, heap, then the loop's state and steps (`merging.rs`), driven
 // by `learn` below.
-mod cold;
 mod count;
-mod heap;
-mod merging;
-mod occurrences;
 mod pipeline;
 mod shards;
-mod spill;
 pub mod table;
+mod spill;
+mod words;
+mod occurrences;
+mod cold;
+mod heap;
+mod merging;
 #[cfg(test)]
 mod testing;
-mod words;
 
 pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Tally};
 pub use merging::Merge;
