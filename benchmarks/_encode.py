@@ -664,7 +664,8 @@ def files_tables(results: dict) -> str:
         parts.append(f"### encode_files: {f['file']} ({f['bytes'] / MB:.1f} MB), {f['threads']} threads\n\n"
                      f"Each a fresh process pinned to CPUs {f.get('cpus')} with RAYON_NUM_THREADS={f['threads']}, "
                      f"warmed up by one call on {f['warmup']}, then one call timed (reading the file included; it "
-                     f"is in the page cache); best round, every round beside it (the tools' order reversed every other round). A text file without a separator is one document to "
+                     f"is in the page cache); best round, every round beside it (the tools' order reversed every "
+                     f"other round). A text file without a separator is one document to "
                      f"gigatoken (see its cores).\n\n" + _files_table(f, speedups=False))
     many = results.get("encode_many")
     if many:

@@ -9,7 +9,7 @@
 use rustc_hash::FxHashSet;
 
 use super::merge::merge_with_heap_drawing;
-use super::{ids_buffer, Encoder, Memo};
+use super::{ids_buffer, no_token, Encoder, Memo};
 use crate::vocab::{Rank, NONE};
 
 /// A piece of a text as `encode` sees it: ordinary text between allowed
@@ -161,19 +161,13 @@ impl Encoder {
     /// candidate left was skipped the chunk is done, as the paper has it.
     fn merge_dropout(&self, chunk: &[u8], p: f64, rng: &mut SplitMix, out: &mut Vec<Rank>) -> Result<(), String> {
         let mut missing = None;
-        merge_with_heap_drawing(&self.vocab, chunk, NONE, || rng.next_f64() >= p, &mut |start, _, id| {
+        merge_with_heap_drawing(&self.vocab, chunk, NONE, || rng.next_f64() >= p, &mut |start, end, id| {
             if id == NONE {
-                missing.get_or_insert(chunk[start]);
+                missing.get_or_insert((start, end));
             }
             out.push(id);
         });
-        match missing {
-            None => Ok(()),
-            Some(byte) => Err(format!(
-                "the vocabulary has no token for the byte {byte:?}; a byte-level vocabulary must contain all 256 \
-                 single bytes"
-            )),
-        }
+        missing.map_or(Ok(()), |(s, e)| Err(no_token(&chunk[s..e])))
     }
 
     /// Where each of `ids` starts in `text` (the text they encode): in

@@ -57,6 +57,15 @@ pub fn ids_room(bytes: usize) -> usize {
     bytes / 3
 }
 
+/// The error of a merge that ended on a part with no token (`bytes`): the
+/// vocabulary lacks single bytes.
+fn no_token(bytes: &[u8]) -> String {
+    format!(
+        "the vocabulary has no token for the bytes {bytes:?}; a byte-level vocabulary must contain all 256 single \
+         bytes"
+    )
+}
+
 /// An empty vector for the ids of a text of `bytes` bytes (`ids_room`).
 pub fn ids_buffer(bytes: usize) -> Vec<Rank> {
     let mut ids = Vec::with_capacity(ids_room(bytes));
@@ -245,14 +254,7 @@ impl Encoder {
                 &mut push,
             );
         }
-        match missing {
-            None => Ok(()),
-            Some((s, e)) => Err(format!(
-                "the vocabulary has no token for the bytes {:?}; a byte-level vocabulary must \
-                 contain all 256 single bytes",
-                &chunk[s..e]
-            )),
-        }
+        missing.map_or(Ok(()), |(s, e)| Err(no_token(&chunk[s..e])))
     }
 
     /// Encodes text with no special-token handling (special token text is
