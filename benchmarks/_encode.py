@@ -708,8 +708,7 @@ def _files_table(block: dict, speedups: bool) -> str:
                 row.append("—" if s is None else f"{s:.2f}×")
             rows.append(row)
     return md_table(["encoding", "tool", "mode", "threads", "call", "MB/s", "every round, MB/s", "wall s", "cores",
-                     "threads seen",
-                     "ids = tiktoken", "ours / theirs"] + (["ours / our 1 thread"] if speedups else []), rows)
+                     "threads seen", "ids = tiktoken", "ours / theirs"] + (["ours / our 1 thread"] if speedups else []), rows)
 
 
 # --------------------------------------------------------------------------
