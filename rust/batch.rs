@@ -6,24 +6,9 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
 
 use crate::pieces::groups;
 use crate::vocab::Rank;
-
-/// A rayon pool of `n` threads (0: one per core), built once per size and
-/// kept: building one spawns its threads, which costs more than encoding a
-/// small batch.
-pub fn thread_pool(n: usize) -> Result<Arc<rayon::ThreadPool>, String> {
-    static POOLS: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
-    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
-        return Ok(p.clone());
-    }
-    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| e.to_string())?);
-    pools.push((n, pool.clone()));
-    Ok(pool)
-}
 
 /// The runs of neighbouring documents (texts of `sizes` bytes) that the
 /// threads take in turn, each encoding its runs with one memo of merged
@@ -164,7 +149,7 @@ mod tests {
         let alone: Vec<Vec<Rank>> = texts.iter().map(|t| enc.encode(t, &none).unwrap()).collect();
         let sizes: Vec<usize> = texts.iter().map(|t| t.len()).collect();
         for threads in 1..=3 {
-            let workers = (threads > 1).then(|| thread_pool(threads - 1).unwrap());
+            let workers = (threads > 1).then(|| crate::threads::pool(threads - 1).unwrap());
             let runs = runs(&sizes, threads);
             assert!(runs.len() >= 4 * threads, "{} runs", runs.len());
             let (mut firsts, mut betweens) = (0, 0);

@@ -88,6 +88,12 @@ fn table() -> &'static [u16] {
     })
 }
 
+/// Makes the class table now if it is not made yet: before a `fork`
+/// (`threads.rs`), so that no thread can be half-way through making it.
+pub(crate) fn warm() {
+    table();
+}
+
 /// `\p{L}` (for the word cut rule of `pretokenize.rs`).
 pub(crate) fn is_letter(c: char) -> bool {
     table()[c as usize] & L != 0

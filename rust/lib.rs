@@ -9,6 +9,7 @@
 //! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
 //! - `ascii`: ASCII byte classes and 8-bytes-at-a-time scans, for the lexers' fast paths;
 //! - [`lexer`]: hand-written lexers for those three patterns;
+//! - [`threads`]: thread pools and shared state owned per process, safe across `fork`;
 //! - [`pretokenize`]: the `Splitter` (lexer or regex), safe cut points, `cut_at`;
 //! - [`input`]: reading byte ranges of text files in blocks that end at safe cut points;
 //! - [`chars`]: which characters encoding may start whole;
@@ -35,6 +36,7 @@ pub mod idtext;
 pub mod patterns;
 mod ascii;
 pub mod lexer;
+pub mod threads;
 pub mod pretokenize;
 pub mod input;
 pub mod chars;
@@ -59,8 +61,10 @@ mod py;
 /// millions of small blocks of many sizes (per-pair word lists, maps of
 /// deltas); on 200 languages (FLORES) glibc's malloc then held ~95 MB of
 /// freed but unreturned memory at the peak, and its merge loop ran ~25%
-/// slower than with mimalloc. Not under Miri (which cannot run its C code)
-/// or the fuzzers (whose sanitizers watch the system allocator).
+/// slower than with mimalloc. Not under Miri (which cannot run its C code),
+/// the fuzzers or ThreadSanitizer (`--cfg bpe_sanitize`), whose sanitizers
+/// watch the system allocator: mimalloc's reuse of a block freed by another
+/// thread is invisible to them and looks like a data race.
 ///
 /// Built with the `no_thp` feature: by default mimalloc asks Linux for
 /// transparent huge pages (2 MB) for its memory, and a huge page stays
@@ -70,7 +74,7 @@ mod py;
 /// speed did not change measurably (A/B in one process, within this
 /// machine's noise). Only mimalloc's own request is dropped: the system's
 /// THP setting and Python's memory are left alone.
-#[cfg(not(any(miri, feature = "fuzzing")))]
+#[cfg(not(any(miri, feature = "fuzzing", bpe_sanitize)))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -88,10 +92,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// to end restores mimalloc's own.
 pub struct ReturnFreedMemory(());
 
-#[cfg(not(any(miri, feature = "fuzzing")))]
+#[cfg(not(any(miri, feature = "fuzzing", bpe_sanitize)))]
 mod purge {
     use std::os::raw::{c_int, c_long};
+    use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
     use std::sync::Mutex;
+
+    use crate::threads::ForkLocal;
 
     // `mi_option_purge_delay` is 15 in mimalloc v2's and v3's `mi_option_t`
     // (the -sys crate does not name it); Cargo.lock pins the version.
@@ -101,31 +108,43 @@ mod purge {
         fn mi_option_set(option: c_int, value: c_long);
     }
 
-    /// (trainings running, the delay before the first of them began)
-    static ACTIVE: Mutex<(usize, c_long)> = Mutex::new((0, 0));
+    /// Trainings running, per process: a child forked while a training
+    /// held the lock makes its own (`threads.rs`).
+    static ACTIVE: ForkLocal<Mutex<usize>> = ForkLocal::new();
+    /// mimalloc's delay as it was before the first training; kept across
+    /// forks, so that a child forked while a training ran (the delay 0)
+    /// still restores the real one.
+    static DELAY: AtomicI64 = AtomicI64::new(i64::MIN);
+
+    fn active() -> std::sync::MutexGuard<'static, usize> {
+        ACTIVE.get_or(|_| Mutex::new(0)).lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     pub fn enter() {
-        let mut a = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
-        if a.0 == 0 {
-            // SAFETY: reads and sets a plain integer option; mimalloc allows
-            // it at any time, from any thread.
-            a.1 = unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) };
+        let mut a = active();
+        if *a == 0 {
+            if DELAY.load(Relaxed) == i64::MIN {
+                // SAFETY: reads a plain integer option; mimalloc allows it at
+                // any time, from any thread.
+                DELAY.store(unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) } as i64, Relaxed);
+            }
+            // SAFETY: sets a plain integer option, as above.
             unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
         }
-        a.0 += 1;
+        *a += 1;
     }
 
     pub fn leave() {
-        let mut a = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
-        a.0 -= 1;
-        if a.0 == 0 {
+        let mut a = active();
+        *a = a.saturating_sub(1);
+        if *a == 0 {
             // SAFETY: as in `enter`.
-            unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, a.1) };
+            unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, DELAY.load(Relaxed) as c_long) };
         }
     }
 }
 
-#[cfg(any(miri, feature = "fuzzing"))]
+#[cfg(any(miri, feature = "fuzzing", bpe_sanitize))]
 mod purge {
     pub fn enter() {}
     pub fn leave() {}

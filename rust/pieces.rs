@@ -349,6 +349,47 @@ mod tests {
         assert_eq!(merges, train::learn_merges(sequential, 270, |_, _| Ok(())).unwrap());
     }
 
+    /// Threads encoding with one encoder (alone, and sharing the process's
+    /// pool) while another changes and clears its chunk cache: the ids of
+    /// one thread, no deadlock (also run under ThreadSanitizer).
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn shared_across_threads_while_the_cache_changes() {
+        let enc = encoder(r"\s+|\w+|[^\s\w]+");
+        let none = FxHashSet::default();
+        let texts: Vec<String> =
+            (0..6).map(|k| format!("word{k} the theme then {k} anthem\n").repeat(40 + k)).collect();
+        let expected: Vec<Vec<Rank>> = texts.iter().map(|t| enc.encode(t, &none).unwrap()).collect();
+        let pool = crate::threads::pool(2).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4)
+                .map(|k| {
+                    let (enc, none, texts, expected, pool) = (&enc, &none, &texts, &expected, &pool);
+                    s.spawn(move || {
+                        for round in 0..5 {
+                            let i = (k + round) % texts.len();
+                            assert_eq!(&enc.encode(&texts[i], none).unwrap(), &expected[i]);
+                            assert_eq!(encode_parallel(enc, &texts[i], none, pool).unwrap(), expected[i]);
+                        }
+                    })
+                })
+                .collect();
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    enc.cache().set_capacity(1 << 10);
+                    enc.cache().clear();
+                    enc.cache().set_capacity(crate::encode::DEFAULT_CACHE_BYTES);
+                    let _ = enc.cache().info();
+                }
+            });
+            for w in workers {
+                w.join().unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+
     #[test]
     fn cuts_avoid_special_tokens() {
         // Word cuts at "d|" inside "<|end|>", a line cut inside "a\nb".

@@ -18,7 +18,9 @@
 //! chunks keep being found (at most `MAX_GROWN` times: 256k chunks), else
 //! starts afresh, which bounds each one (~17 MiB at most).
 //! A memo returns exactly the ids merging gave, so the ids never depend on
-//! what the pool holds.
+//! what the pool holds. The pool belongs to one process (`threads.rs`): a
+//! forked child takes over the parent's memos if no thread of the parent
+//! held the pool's lock at the fork, and starts with none otherwise.
 //!
 //! Why not one cache shared by all threads (the first version: a direct-
 //! mapped table of seqlocked slots for short chunks, maps behind 64 locks
@@ -33,6 +35,7 @@ use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
+use crate::threads::ForkLocal;
 use crate::vocab::{pack, Rank, NONE};
 
 /// chunk -> ids for the chunks that took merging.
@@ -308,7 +311,7 @@ impl Memo {
 
 /// The memos of finished calls, kept within `capacity` bytes.
 pub struct MemoPool {
-    memos: Mutex<Vec<Memo>>,
+    memos: ForkLocal<Mutex<Vec<Memo>>>,
     capacity: AtomicUsize,
     /// Calls that found a memo in the pool, and calls that did not.
     reused: AtomicUsize,
@@ -333,17 +336,26 @@ pub struct CacheInfo {
 impl MemoPool {
     pub fn new(capacity: usize) -> MemoPool {
         MemoPool {
-            memos: Mutex::new(Vec::new()),
+            memos: ForkLocal::new(),
             capacity: AtomicUsize::new(capacity),
             reused: AtomicUsize::new(0),
             fresh: AtomicUsize::new(0),
         }
     }
 
+    /// This process's memos (a forked child takes over its parent's if no
+    /// thread held their lock at the fork: `try_lock` never waits).
+    fn memos(&self) -> &Mutex<Vec<Memo>> {
+        self.memos.get_or(|parents| {
+            let taken = parents.and_then(|m| m.try_lock().ok()).map(|mut m| std::mem::take(&mut *m));
+            Mutex::new(taken.unwrap_or_default())
+        })
+    }
+
     /// A memo from the pool (the fullest), or a fresh one if it has none or
     /// another thread holds its lock.
     pub fn take(&self) -> Memo {
-        let taken = self.memos.try_lock().ok().and_then(|mut m| m.pop());
+        let taken = self.memos().try_lock().ok().and_then(|mut m| m.pop());
         match taken {
             Some(memo) => {
                 self.reused.fetch_add(1, Relaxed);
@@ -363,7 +375,7 @@ impl MemoPool {
         if (memo.is_empty() && !memo.has_front()) || capacity == 0 {
             return;
         }
-        let Ok(mut memos) = self.memos.try_lock() else { return };
+        let Ok(mut memos) = self.memos().try_lock() else { return };
         let held: usize = memos.iter().map(Memo::bytes).sum();
         if held + memo.bytes() <= capacity {
             // Fullest last, so that `take` hands out the one that knows most.
@@ -374,7 +386,7 @@ impl MemoPool {
 
     /// Drops every memo (and the counts).
     pub fn clear(&self) {
-        let dropped = std::mem::take(&mut *self.memos.lock().unwrap_or_else(|e| e.into_inner()));
+        let dropped = std::mem::take(&mut *self.memos().lock().unwrap_or_else(|e| e.into_inner()));
         drop(dropped);
         self.reused.store(0, Relaxed);
         self.fresh.store(0, Relaxed);
@@ -387,7 +399,7 @@ impl MemoPool {
     }
 
     pub fn info(&self) -> CacheInfo {
-        let memos = self.memos.lock().unwrap_or_else(|e| e.into_inner());
+        let memos = self.memos().lock().unwrap_or_else(|e| e.into_inner());
         CacheInfo {
             capacity: self.capacity.load(Relaxed),
             bytes: memos.iter().map(Memo::bytes).sum(),

@@ -22,10 +22,11 @@ use rustc_hash::FxHashSet;
 use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard};
 use super::stream::Output;
-use crate::batch::{run_batch, runs, thread_pool};
+use crate::batch::{run_batch, runs};
 use crate::bulk::Sink;
 use crate::input::arrow::{Bad, Strings, Width};
 use crate::pretokenize::Splitter;
+use crate::threads::pool as thread_pool;
 use crate::train::{self, ChunkCounts};
 use crate::vocab::Rank;
 
@@ -169,7 +170,8 @@ pub(super) fn count_records(
         guard(|| {
             let strings = array.strings(rows)?;
             // Checking UTF-8 is a pass over every byte: shared by the threads.
-            let records: Vec<Result<&str, Bad>> = (0..strings.len()).into_par_iter().map(|i| strings.get(i)).collect();
+            let records: Vec<Result<&str, Bad>> =
+                crate::threads::install(|| (0..strings.len()).into_par_iter().map(|i| strings.get(i)).collect());
             let mut skipped = Skipped::default();
             let mut docs = Vec::with_capacity(records.len());
             for (i, record) in records.into_iter().enumerate() {

@@ -196,7 +196,7 @@ impl CoreBPE {
         num_threads: usize,
     ) -> PyResult<PyObject> {
         let allowed = allowed_set(allowed_special);
-        let pool = guard(|| batch::thread_pool(num_threads))?;
+        let pool = guard(|| crate::threads::pool(num_threads))?;
         // Each text's UTF-8: borrowed where Python has it (ASCII, or made
         // already), else made by the pool (`text.rs`); `texts` keeps the
         // objects alive until this call returns.
@@ -212,7 +212,7 @@ impl CoreBPE {
         // between its runs. Then the lists are filled (`lists::fill_lists`).
         // See docs/performance.md, "encode_batch".
         let threads = pool.current_num_threads();
-        let workers = if threads > 1 { Some(guard(|| batch::thread_pool(threads - 1))?) } else { None };
+        let workers = if threads > 1 { Some(guard(|| crate::threads::pool(threads - 1))?) } else { None };
         let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), threads);
         let (texts, allowed, runs) = (&texts, &allowed, &runs);
         let (ids, lists) = py.allow_threads(|| -> PyResult<_> {
@@ -255,7 +255,9 @@ impl CoreBPE {
         let ids = py.allow_threads(|| {
             guard(|| match self.enc.find_special(text, &disallowed_special) {
                 Some(found) => Ok(Err(found.to_string())),
-                None => pieces::encode_parallel(&self.enc, text, &allowed, &*batch::thread_pool(num_threads)?).map(Ok),
+                None => {
+                    pieces::encode_parallel(&self.enc, text, &allowed, &*crate::threads::pool(num_threads)?).map(Ok)
+                }
             })
         })?;
         let ids = match ids {
@@ -283,7 +285,7 @@ impl CoreBPE {
     ) -> PyResult<Bound<'py, PyAny>> {
         use rayon::prelude::*;
         let allowed = allowed_set(allowed_special);
-        let pool = guard(|| batch::thread_pool(num_threads))?;
+        let pool = guard(|| crate::threads::pool(num_threads))?;
         let owned = utf8_all(py, &texts, &pool)?;
         let texts: Vec<&str> = owned.iter().map(|t| t.as_ref()).collect();
         let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), pool.current_num_threads());

@@ -20,7 +20,9 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyList};
 
+#[cfg(not(Py_GIL_DISABLED))]
 use super::errors::guard;
+#[cfg(not(Py_GIL_DISABLED))]
 use crate::batch::shares;
 use crate::vocab::Rank;
 
@@ -31,6 +33,7 @@ use crate::vocab::Rank;
 /// items, and past one id per vocabulary entry, the references counted from
 /// a tally), not with `PyList::new`, which raised each int's count once per
 /// item (see docs/performance.md, "Lists of ids").
+#[cfg(not(Py_GIL_DISABLED))]
 pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) -> PyResult<Bound<'py, PyList>> {
     let list = empty_list(py)?;
     let items = give_room(&list, ids.len())?;
@@ -55,6 +58,7 @@ pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) ->
 /// threads of `pool` without it, each writing about as many ids, then with
 /// the GIL each shared int's reference count raised by the threads' tallies
 /// (once per id, not once per item), and the lengths set.
+#[cfg(not(Py_GIL_DISABLED))]
 pub(super) fn fill_lists(
     py: Python<'_>,
     lists: &[Py<PyList>],
@@ -101,6 +105,50 @@ pub(super) fn fill_lists(
     for (list, v) in lists.iter().zip(ids) {
         // SAFETY: the GIL is held; every item is written and counted.
         unsafe { set_len(list, v.len()) };
+    }
+    Ok(())
+}
+
+/// `list_of` for a free-threaded CPython (3.13t and later), where a list's
+/// item array has another layout and reference counts are split between
+/// the owning thread and the others: the list is made with `PyList_New(n)`
+/// and each item set with a counted reference, by CPython's own functions.
+#[cfg(Py_GIL_DISABLED)]
+pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) -> PyResult<Bound<'py, PyList>> {
+    // SAFETY: PyList_New returns a new reference or NULL with an exception set.
+    let p = unsafe { pyo3::ffi::PyList_New(ids.len() as pyo3::ffi::Py_ssize_t) };
+    if p.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    for (i, &id) in ids.iter().enumerate() {
+        // SAFETY: the list is new and ours, index i < its length; SET_ITEM
+        // steals the new reference.
+        unsafe { pyo3::ffi::PyList_SET_ITEM(p, i as pyo3::ffi::Py_ssize_t, ints[id as usize].clone_ref(py).into_ptr()) };
+    }
+    // SAFETY: p is a new list.
+    let list: Bound<'py, PyList> = unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked() };
+    Ok(untracked(list).into_bound(py))
+}
+
+/// `fill_lists` for a free-threaded CPython: each list (new, from
+/// `empty_list`) extended by CPython's own `list.extend` with a list made by
+/// [`list_of`], on this thread.
+#[cfg(Py_GIL_DISABLED)]
+pub(super) fn fill_lists(
+    py: Python<'_>,
+    lists: &[Py<PyList>],
+    ids: &[Vec<Rank>],
+    ints: &[Py<PyAny>],
+    _pool: &rayon::ThreadPool,
+) -> PyResult<()> {
+    for (list, v) in lists.iter().zip(ids) {
+        let items = list_of(py, v, ints)?;
+        // SAFETY: both are live lists; PyList_SetSlice copies the items with
+        // their references counted.
+        let rc = unsafe { pyo3::ffi::PyList_SetSlice(list.as_ptr(), 0, 0, items.as_ptr()) };
+        if rc != 0 {
+            return Err(PyErr::fetch(py));
+        }
     }
     Ok(())
 }
@@ -216,6 +264,7 @@ pub(super) fn empty_list(py: Python<'_>) -> PyResult<Py<PyList>> {
 /// where `PyList_New(n)` would zero it all on the calling thread first
 /// (calloc). Needs the GIL (PyMem_Malloc); returns where the
 /// items go.
+#[cfg(not(Py_GIL_DISABLED))]
 fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
     if n == 0 {
         return Ok(Items(std::ptr::null_mut()));
@@ -241,6 +290,7 @@ fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
 ///
 /// SAFETY: `items` has room for `ids.len()` items (`give_room`), which no
 /// other thread writes meanwhile.
+#[cfg(not(Py_GIL_DISABLED))]
 unsafe fn write_items(items: &Items, ids: &[Rank], ints: &[Py<PyAny>], tally: &mut [usize]) {
     for (i, &id) in ids.iter().enumerate() {
         *items.0.add(i) = ints[id as usize].as_ptr();
@@ -252,6 +302,7 @@ unsafe fn write_items(items: &Items, ids: &[Rank], ints: &[Py<PyAny>], tally: &m
 /// counted as it is written (with the GIL, for lists too short for a tally).
 ///
 /// SAFETY: `items` has room for `ids.len()` items (`give_room`).
+#[cfg(not(Py_GIL_DISABLED))]
 unsafe fn write_counted_items(py: Python<'_>, items: &Items, ids: &[Rank], ints: &[Py<PyAny>]) {
     for (i, &id) in ids.iter().enumerate() {
         *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr();
@@ -260,6 +311,7 @@ unsafe fn write_counted_items(py: Python<'_>, items: &Items, ids: &[Rank], ints:
 
 /// Raises each shared int's reference count by its tally: one reference for
 /// each item `write_items` wrote that names it.
+#[cfg(not(Py_GIL_DISABLED))]
 fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
     for (int, &n) in ints.iter().zip(tally) {
         if n > 0 {
@@ -283,6 +335,7 @@ fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
 /// such counts as immortal).
 ///
 /// SAFETY: the GIL is held and `p` points to a live object.
+#[cfg(not(Py_GIL_DISABLED))]
 unsafe fn add_references(p: *mut pyo3::ffi::PyObject, n: usize) {
     let before = pyo3::ffi::Py_REFCNT(p);
     pyo3::ffi::Py_INCREF(p);
@@ -302,6 +355,7 @@ unsafe fn add_references(p: *mut pyo3::ffi::PyObject, n: usize) {
 
 /// The element-wise sum of `tallies` (at least one), computed by the current
 /// pool's threads, each summing a stretch of ids over every tally.
+#[cfg(not(Py_GIL_DISABLED))]
 fn sum_tallies(mut tallies: Vec<Vec<usize>>) -> Vec<usize> {
     use rayon::prelude::*;
     let mut total = tallies.swap_remove(0);
@@ -321,13 +375,17 @@ fn sum_tallies(mut tallies: Vec<Vec<usize>>) -> Vec<usize> {
 ///
 /// SAFETY: the GIL is held, the list has room for `n` items (`give_room`),
 /// and its first `n` items are written, each a counted reference.
+#[cfg(not(Py_GIL_DISABLED))]
 unsafe fn set_len(list: &Py<PyList>, n: usize) {
     (*list.as_ptr().cast::<pyo3::ffi::PyVarObject>()).ob_size = n as pyo3::ffi::Py_ssize_t;
 }
 
 /// A list's item array, written by one pool thread while the GIL is free.
+#[cfg(not(Py_GIL_DISABLED))]
 struct Items(*mut *mut pyo3::ffi::PyObject);
 // SAFETY: each array is written by one thread only, and read by Python only
 // after the threads are done (see `fill_lists` and the module's doc).
+#[cfg(not(Py_GIL_DISABLED))]
 unsafe impl Send for Items {}
+#[cfg(not(Py_GIL_DISABLED))]
 unsafe impl Sync for Items {}

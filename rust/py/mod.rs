@@ -75,9 +75,14 @@ fn _panic_for_tests(py: Python<'_>, threads: usize) -> PyResult<()> {
     })
 }
 
-#[pymodule]
+// `gil_used = false`: on a free-threaded CPython (3.13t and later) the module
+// runs without the GIL (the core takes its own locks; `lists.rs` writes lists
+// through CPython's functions there). Ignored by the usual CPython.
+#[pymodule(gil_used = false)]
 #[pyo3(name = "_core")]
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Before anything is made that a forked child must make afresh (`threads.rs`).
+    crate::threads::register_fork_handlers();
     m.add("GPT2_PATTERN", crate::patterns::GPT2_PATTERN)?;
     m.add("GPT4_PATTERN", crate::patterns::GPT4_PATTERN)?;
     m.add("GPT4O_PATTERN", crate::patterns::GPT4O_PATTERN)?;

@@ -20,13 +20,13 @@ use super::buffers::check_width;
 use super::bulk::between;
 use super::encoder::CoreBPE;
 use super::errors::guard;
-use crate::batch::thread_pool;
 use crate::bulk::{encode_segments, Options, Segment, Sink, BLOCK_BYTES};
 use crate::decode::{decode_stream, write_error, Ids, Utf8, BROKEN_PIPE};
 use crate::idtext::{self, Format};
 use crate::input::records;
 use crate::input::{self, Range};
 use crate::pieces::encode_pieces;
+use crate::threads::pool as thread_pool;
 use crate::vocab::Rank;
 
 /// The caller's descriptor as a `File` that is never closed here; `None`

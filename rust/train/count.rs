@@ -212,7 +212,8 @@ fn drain_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, from: &mut F
     }
 }
 
-/// Counts the chunks of many documents, in parallel over all rayon threads.
+/// Counts the chunks of many documents, in parallel over the threads of
+/// this process's pool (`threads::install`).
 /// Long documents are cut at safe points when the pattern allows it.
 pub fn count_documents(splitter: &Splitter, docs: &[&str]) -> Result<ChunkCounts, String> {
     let mut pieces: Vec<&str> = Vec::new();
@@ -223,13 +224,15 @@ pub fn count_documents(splitter: &Splitter, docs: &[&str]) -> Result<ChunkCounts
             pieces.push(doc);
         }
     }
-    pieces
-        .par_iter()
-        .try_fold(ChunkCounts::default, |mut acc, piece| {
-            splitter.for_each_chunk(piece, |chunk| acc.add(chunk.as_bytes(), 1))?;
-            Ok(acc)
-        })
-        .try_reduce(ChunkCounts::default, |a, b| Ok(merge_counts(a, b)))
+    crate::threads::install(|| {
+        pieces
+            .par_iter()
+            .try_fold(ChunkCounts::default, |mut acc, piece| {
+                splitter.for_each_chunk(piece, |chunk| acc.add(chunk.as_bytes(), 1))?;
+                Ok(acc)
+            })
+            .try_reduce(ChunkCounts::default, |a, b| Ok(merge_counts(a, b)))
+    })
 }
 
 #[cfg(test)]

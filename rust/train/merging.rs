@@ -48,34 +48,37 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
     // words (rayon's piece of work) is visited in order, so its gaps are
     // exact but its first, taken from id 0: the sum over runs is an upper
     // bound, a few bytes above the list's size.
-    let tallies = (0..words.count())
-        .into_par_iter()
-        .fold(FxHashMap::<Pair<S>, Tally>::default, |mut m, i| {
-            let f = words.meta[i].freq as i64;
-            let id1 = i as u32 + 1;
-            for p in words.word(i).windows(2) {
-                let t = m.entry((p[0], p[1])).or_default();
-                t.count += f;
-                if t.next != id1 {
-                    t.words += 1;
-                    t.bytes += varint_len(id1 - t.next) as u32;
-                    t.next = id1;
+    // On this process's pool (`threads::install`), not rayon's global one.
+    let tallies = crate::threads::install(|| {
+        (0..words.count())
+            .into_par_iter()
+            .fold(FxHashMap::<Pair<S>, Tally>::default, |mut m, i| {
+                let f = words.meta[i].freq as i64;
+                let id1 = i as u32 + 1;
+                for p in words.word(i).windows(2) {
+                    let t = m.entry((p[0], p[1])).or_default();
+                    t.count += f;
+                    if t.next != id1 {
+                        t.words += 1;
+                        t.bytes += varint_len(id1 - t.next) as u32;
+                        t.next = id1;
+                    }
                 }
-            }
-            m
-        })
-        .reduce(FxHashMap::default, |mut a, mut b| {
-            if b.len() > a.len() {
-                std::mem::swap(&mut a, &mut b);
-            }
-            for (k, t) in b {
-                let e = a.entry(k).or_default();
-                e.count += t.count;
-                e.words += t.words;
-                e.bytes = e.bytes.saturating_add(t.bytes);
-            }
-            a
-        });
+                m
+            })
+            .reduce(FxHashMap::default, |mut a, mut b| {
+                if b.len() > a.len() {
+                    std::mem::swap(&mut a, &mut b);
+                }
+                for (k, t) in b {
+                    let e = a.entry(k).or_default();
+                    e.count += t.count;
+                    e.words += t.words;
+                    e.bytes = e.bytes.saturating_add(t.bytes);
+                }
+                a
+            })
+    });
     // Lists of more than `INLINE` words get their space in the arena, one
     // after another...
     let mut pairs = FxHashMap::with_capacity_and_hasher(tallies.len(), Default::default());

@@ -107,7 +107,7 @@ pub fn count_records_into(
     // Enough files to keep every thread busy with whole files: each reads its
     // own (`shards.rs`: the lone reader here is the limit past a few cores).
     // One thread asked for keeps the pipeline, whose reader overlaps it.
-    let threads = rayon::current_num_threads();
+    let threads = crate::threads::current_num_threads();
     if threads > 1 && paths.len() >= threads.min(4) {
         return super::shards::count_record_files(splitter, paths, field, skip_bad, threads, total, on_bytes);
     }
@@ -154,7 +154,7 @@ fn count_pipeline(count: CountFn, read: Reader, flush_bytes: usize, total: &mut 
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{mpsc, Mutex};
 
-    let threads = rayon::current_num_threads().max(1);
+    let threads = crate::threads::current_num_threads().max(1);
     let total = Mutex::new(total);
     // The number of the first segment known to have failed (none: MAX).
     let failed = AtomicUsize::new(usize::MAX);

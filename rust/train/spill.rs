@@ -264,7 +264,7 @@ impl Tally for Capped<'_> {
     fn flush_bytes(&self) -> usize {
         let usual = Tally::flush_bytes(&*self.counts);
         match self.spill.cap {
-            Some(cap) => (cap / 16 / rayon::current_num_threads().max(1)).clamp(64 << 10, usual),
+            Some(cap) => (cap / 16 / crate::threads::current_num_threads().max(1)).clamp(64 << 10, usual),
             None => usual,
         }
     }
