@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use bpe::encode::Encoder;
-use bpe::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
-use bpe::pretokenize::Splitter;
+use bpe::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use bpe::split::pretokenize::Splitter;
 use bpe::vocab::Rank;
 use rustc_hash::FxHashMap;
 
@@ -202,7 +202,7 @@ fn main() {
                 for threads in [1, 2] {
                     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                     let run_bytes = (text.len() / (4 * threads)).clamp(1, 1 << 20);
-                    let runs = bpe::pieces::groups(&sizes, run_bytes);
+                    let runs = bpe::run::pieces::groups(&sizes, run_bytes);
                     let mut ts = vec![];
                     for _ in 0..reps {
                         let t = Instant::now();

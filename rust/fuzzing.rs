@@ -24,10 +24,10 @@ use std::sync::OnceLock;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::encode::Encoder;
-use crate::lexer::{Engine, Lexer};
-use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
-use crate::pieces;
-use crate::pretokenize::{is_safe_cut, is_word_cut, last_safe_cut, segments, Splitter};
+use crate::run::pieces;
+use crate::split::lexer::{Engine, Lexer};
+use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use crate::split::pretokenize::{is_safe_cut, is_word_cut, last_safe_cut, segments, Splitter};
 use crate::train::{count_documents, learn_merges};
 use crate::vocab::{Rank, MAX_ID};
 

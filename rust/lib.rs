@@ -5,21 +5,13 @@
 //! - [`limits`]: limits on input, and the errors past them;
 //! - [`pages`]: mapping a fresh buffer's pages in one call;
 //! - [`vocab`]: `Rank`, `NONE`, `MAX_ID`, the `Vocab` (token bytes -> rank) and `pack`/`pack_small`;
-//! - [`idtext`]: token ids written as text and read back (`bpe encode`/`decode`);
-//! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
-//! - `ascii`: ASCII byte classes and 8-bytes-at-a-time scans, for the lexers' fast paths;
-//! - [`lexer`]: hand-written lexers for those three patterns;
+//! - [`split`]: splitting text into chunks: the patterns, their lexers, the `Splitter` and safe cuts;
 //! - [`threads`]: thread pools and shared state owned per process, safe across `fork`;
-//! - [`pretokenize`]: the `Splitter` (lexer or regex), safe cut points, `cut_at`;
 //! - [`input`]: reading byte ranges of text files in blocks that end at safe cut points;
-//! - [`chars`]: which characters encoding may start whole;
-//! - [`pairs`]: which pairs of ASCII bytes encoding may start whole;
-//! - [`encode`]: turning text into ids with a vocabulary, and back (`merge.rs`: the merges);
-//! - [`decode`]: decoding a stream of ids (text or binary) to bytes, piece by piece;
+//! - [`encode`]: turning text into ids with a vocabulary, and back (the merges, whole characters and pairs);
+//! - [`decode`]: ids as text, and decoding a stream of ids (text or binary) to bytes, piece by piece;
 //! - [`train`]: counting chunks and learning merges (one file per idea, see `train/mod.rs`);
-//! - [`pieces`]: long inputs in pieces, so that the bindings can see Ctrl-C between them;
-//! - [`batch`]: the parallel scheduler of a batch of texts, free of Python;
-//! - [`bulk`]: encoding files on all cores into a sink (a flat array, `.bin` files);
+//! - [`run`]: long inputs in pieces, batches on several threads, files in bulk on all cores;
 //! - [`progress`]: what progress bars say (rates, ETA), as plain functions;
 //! - `py` (feature `python`): the Python bindings only, thin (see `py/mod.rs`);
 //! - `fuzzing` (feature `fuzzing`, and tests): the fuzz targets' logic.
@@ -32,29 +24,21 @@
 pub mod limits;
 pub mod pages;
 pub mod vocab;
-pub mod idtext;
-pub mod patterns;
-mod ascii;
-pub mod lexer;
+pub mod split;
 pub mod threads;
-pub mod pretokenize;
 pub mod input;
-pub mod chars;
-pub mod pairs;
 pub mod encode;
 pub mod decode;
 pub mod train;
-pub mod pieces;
-pub mod batch;
-pub mod bulk;
+pub mod run;
 pub mod progress;
+
+#[cfg(feature = "python")]
+mod py;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-
-#[cfg(feature = "python")]
-mod py;
 
 /// mimalloc, not the system allocator, for everything Rust allocates here
 /// (Python's objects keep Python's allocator). Training makes and frees

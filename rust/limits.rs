@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// The most bytes of a file held at once without a safe cut point (see
-/// `pretokenize.rs`): a longer stretch (one word, number or white-space run
+/// `split/pretokenize.rs`): a longer stretch (one word, number or white-space run
 /// of 64 MiB, or a line that long under a custom pattern) is an error, not an
 /// ever-growing buffer.
 pub const MAX_UNCUT_BYTES: usize = 64 << 20;

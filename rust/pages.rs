@@ -104,7 +104,9 @@ mod tests {
                     0,
                 )
             };
+            // SAFETY: advice about the page just mapped, which nothing else uses.
             let refused = unsafe { libc::madvise(page, 4096, libc::MADV_POPULATE_WRITE) } != 0;
+            // SAFETY: the page mapped above, no longer used.
             unsafe { libc::munmap(page, 4096) };
             assert!(refused, "{after} of {} pages mapped, though the kernel takes the advice", len / 4096);
             eprintln!("this kernel refuses MADV_POPULATE_WRITE: pages fault one by one");

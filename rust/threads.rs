@@ -41,7 +41,7 @@ pub fn generation() -> u64 {
 /// thread can be half-way through making it when the child is copied (the
 /// child would wait for that thread forever).
 extern "C" fn before_fork() {
-    crate::lexer::warm();
+    crate::split::lexer::warm();
 }
 
 /// Runs in the child just after `fork` (one thread; async-signal-safe: an
@@ -81,6 +81,7 @@ struct Slot<T> {
 // SAFETY: a `ForkLocal<T>` hands out `&T` to any thread (needs `T: Sync`)
 // and drops its `T` on whichever thread drops it (needs `T: Send`).
 unsafe impl<T: Send + Sync> Sync for ForkLocal<T> {}
+// SAFETY: as above: sent to another thread, it drops its `T` there.
 unsafe impl<T: Send> Send for ForkLocal<T> {}
 
 impl<T> ForkLocal<T> {
@@ -265,8 +266,11 @@ mod tests {
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
             // Stops the child if it hangs; the parent sees the signal.
+            // SAFETY: sets this process's timer; touches no memory.
             unsafe { libc::alarm(20) };
             let ok = generation() >= 1 && sum(1000) == 499_500 && pool(2).unwrap().install(|| sum(10)) == 45;
+            // SAFETY: ends the child at once, without running the parent's
+            // exit handlers or destructors in it.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
         let mut status = 0;

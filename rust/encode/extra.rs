@@ -209,7 +209,7 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
+    use crate::split::patterns::GPT4_PATTERN;
     use crate::vocab::byte_ranks;
     use rustc_hash::FxHashMap;
 

@@ -188,7 +188,7 @@ fn push_ids<const N: usize>(out: &mut Vec<Rank>, ids: &[Rank; N], n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
+    use crate::split::patterns::GPT4_PATTERN;
     use crate::vocab::byte_ranks;
     use rustc_hash::FxHashMap;
 

@@ -5,8 +5,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::chars::Chars;
-use crate::pairs::Pairs;
+use super::chars::Chars;
+use super::pairs::Pairs;
 use crate::vocab::{Rank, Vocab, NONE};
 
 /// Chunks longer than this many bytes use the heap merge. (Also the size of

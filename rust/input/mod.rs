@@ -1,6 +1,6 @@
 //! Reading text files: byte ranges of files read in blocks that end at safe
-//! cut points (`pretokenize.rs`), checked to be UTF-8, for the bulk encoder
-//! (`bulk.rs`). Nothing here knows about tokens.
+//! cut points (`split/pretokenize.rs`), checked to be UTF-8, for the bulk encoder
+//! (`run/bulk/mod.rs`). Nothing here knows about tokens.
 //!
 //! A block ends where a cutter says (the last cut point it accepts in the
 //! bytes read so far); the bytes after it are carried into the next block.
@@ -313,7 +313,7 @@ pub fn not_utf8(path: &Path, offset: u64, e: std::str::Utf8Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pretokenize::last_safe_cut;
+    use crate::split::pretokenize::last_safe_cut;
 
     fn temp(name: &str, bytes: &[u8]) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("bpe-input-{}", std::process::id()));

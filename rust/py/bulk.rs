@@ -15,9 +15,9 @@ use super::buffers::{check_width, ids_array};
 use super::encoder::CoreBPE;
 use super::errors::{guard, INTERRUPTED};
 use super::lists::bytearray_of_width;
-use crate::bulk::{encode_segments, Collect, Options, Segment, Sink, BLOCK_BYTES};
 use crate::encode::ids_room;
 use crate::input::Range;
+use crate::run::bulk::{encode_segments, Collect, Options, Segment, Sink, BLOCK_BYTES};
 use crate::threads::pool as thread_pool;
 use crate::vocab::Rank;
 

@@ -11,9 +11,9 @@ use super::buffers::{ids_array, IdBuffer};
 use super::errors::{check_interrupt, guard};
 use super::lists::{bytearray_of_width, empty_list, fill_lists, ids_of, list_of};
 use super::text::{utf8, utf8_all};
-use crate::batch;
 use crate::encode::Encoder;
-use crate::pieces;
+use crate::run::batch;
+use crate::run::pieces;
 use crate::vocab::Rank;
 
 /// An encoder: vocabulary (bytes -> rank), special tokens and split pattern.

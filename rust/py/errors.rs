@@ -17,7 +17,7 @@ pub(super) fn guard<T>(f: impl FnOnce() -> Result<T, String>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) if e == INTERRUPTED => Err(PyKeyboardInterrupt::new_err("interrupted")),
-        Ok(Err(e)) if e == crate::decode::BROKEN_PIPE => {
+        Ok(Err(e)) if e == crate::decode::stream::BROKEN_PIPE => {
             Err(PyBrokenPipeError::new_err("the reader of the output went away"))
         }
         Ok(Err(e)) => Err(PyValueError::new_err(e)),

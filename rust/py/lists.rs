@@ -23,7 +23,7 @@ use pyo3::types::{PyByteArray, PyList};
 #[cfg(not(Py_GIL_DISABLED))]
 use super::errors::guard;
 #[cfg(not(Py_GIL_DISABLED))]
-use crate::batch::shares;
+use crate::run::batch::shares;
 use crate::vocab::Rank;
 
 /// `ids` as a Python list of the shared `ints` (one per id), untracked (see
@@ -44,7 +44,8 @@ pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) ->
         unsafe { write_counted_items(py, &items, ids, ints) };
     } else {
         let mut tally = vec![0usize; ints.len()];
-        // SAFETY: the list has room for ids.len() items.
+        // SAFETY: the list has room for ids.len() items, and only this
+        // thread writes them.
         unsafe { write_items(&items, ids, ints, &mut tally) };
         count_references(py, ints, &tally);
     }
@@ -123,7 +124,9 @@ pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) ->
     for (i, &id) in ids.iter().enumerate() {
         // SAFETY: the list is new and ours, index i < its length; SET_ITEM
         // steals the new reference.
-        unsafe { pyo3::ffi::PyList_SET_ITEM(p, i as pyo3::ffi::Py_ssize_t, ints[id as usize].clone_ref(py).into_ptr()) };
+        unsafe {
+            pyo3::ffi::PyList_SET_ITEM(p, i as pyo3::ffi::Py_ssize_t, ints[id as usize].clone_ref(py).into_ptr())
+        };
     }
     // SAFETY: p is a new list.
     let list: Bound<'py, PyList> = unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked() };
@@ -195,20 +198,24 @@ pub(super) fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
     let n = list.len();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        // SAFETY: i < n = the list's length, and the GIL is held with no
-        // Python code running in between, so the list cannot change under us;
-        // the item is borrowed from the list, which outlives this loop.
+        // SAFETY: the GIL is held and `list` is alive (held by `ids`);
+        // PyList_GetItem checks `i` against the list's length now (NULL past
+        // it, should an item's `__index__` below have shortened the list).
         let item = unsafe { pyo3::ffi::PyList_GetItem(list.as_ptr(), i as pyo3::ffi::Py_ssize_t) };
         if item.is_null() {
             return Err(PyErr::fetch(ids.py()));
         }
         // A bool is an int to Python (True == 1) but never a token id: one
         // type compare per item, which is free next to the look-up.
+        // SAFETY: `item` is a live object, borrowed from the list just now
+        // (no Python code ran since); the check reads its type.
         if unsafe { pyo3::ffi::PyBool_Check(item) } != 0 {
             return Err(pyo3::exceptions::PyTypeError::new_err("a bool is not a token id"));
         }
         // PyLong_AsLong (not AsUnsignedLong) accepts what `__index__` accepts
         // (numpy ints), as the generic path does.
+        // SAFETY: as above. (It may run the item's `__index__`, which keeps
+        // the item alive while it runs; `item` is not used after.)
         let v = unsafe { pyo3::ffi::PyLong_AsLong(item) };
         if v == -1 {
             if let Some(e) = PyErr::take(ids.py()) {
@@ -256,6 +263,7 @@ pub(super) fn empty_list(py: Python<'_>) -> PyResult<Py<PyList>> {
     if p.is_null() {
         return Err(PyErr::fetch(py));
     }
+    // SAFETY: `p` is a new reference (not NULL: checked above) to a list.
     Ok(untracked(unsafe { Bound::from_owned_ptr(py, p).downcast_into_unchecked() }))
 }
 
@@ -293,7 +301,9 @@ fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe fn write_items(items: &Items, ids: &[Rank], ints: &[Py<PyAny>], tally: &mut [usize]) {
     for (i, &id) in ids.iter().enumerate() {
-        *items.0.add(i) = ints[id as usize].as_ptr();
+        // SAFETY: i < ids.len(), for which `items` has room, written by no
+        // other thread meanwhile (this function's contract).
+        unsafe { *items.0.add(i) = ints[id as usize].as_ptr() };
         tally[id as usize] += 1;
     }
 }
@@ -305,7 +315,9 @@ unsafe fn write_items(items: &Items, ids: &[Rank], ints: &[Py<PyAny>], tally: &m
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe fn write_counted_items(py: Python<'_>, items: &Items, ids: &[Rank], ints: &[Py<PyAny>]) {
     for (i, &id) in ids.iter().enumerate() {
-        *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr();
+        // SAFETY: i < ids.len(), for which `items` has room (this
+        // function's contract); the list is ours alone (`empty_list`).
+        unsafe { *items.0.add(i) = ints[id as usize].clone_ref(py).into_ptr() };
     }
 }
 
@@ -337,17 +349,22 @@ fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
 /// SAFETY: the GIL is held and `p` points to a live object.
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe fn add_references(p: *mut pyo3::ffi::PyObject, n: usize) {
-    let before = pyo3::ffi::Py_REFCNT(p);
-    pyo3::ffi::Py_INCREF(p);
-    let after = pyo3::ffi::Py_REFCNT(p);
-    if n == 1 || after == before {
-        return; // done, or immortal: Py_INCREF leaves its count alone
-    }
-    match before.checked_add(n as pyo3::ffi::Py_ssize_t).filter(|&c| c < i32::MAX as pyo3::ffi::Py_ssize_t) {
-        Some(count) => std::ptr::addr_of_mut!((*p).ob_refcnt).cast::<pyo3::ffi::Py_ssize_t>().write(count),
-        None => {
-            for _ in 1..n {
-                pyo3::ffi::Py_INCREF(p);
+    // SAFETY: the GIL is held and `p` is live (this function's contract), so
+    // its count may be read and changed; `ob_refcnt` is a `Py_ssize_t` at
+    // the object's start in every CPython this builds for (above).
+    unsafe {
+        let before = pyo3::ffi::Py_REFCNT(p);
+        pyo3::ffi::Py_INCREF(p);
+        let after = pyo3::ffi::Py_REFCNT(p);
+        if n == 1 || after == before {
+            return; // done, or immortal: Py_INCREF leaves its count alone
+        }
+        match before.checked_add(n as pyo3::ffi::Py_ssize_t).filter(|&c| c < i32::MAX as pyo3::ffi::Py_ssize_t) {
+            Some(count) => std::ptr::addr_of_mut!((*p).ob_refcnt).cast::<pyo3::ffi::Py_ssize_t>().write(count),
+            None => {
+                for _ in 1..n {
+                    pyo3::ffi::Py_INCREF(p);
+                }
             }
         }
     }
@@ -377,7 +394,10 @@ fn sum_tallies(mut tallies: Vec<Vec<usize>>) -> Vec<usize> {
 /// and its first `n` items are written, each a counted reference.
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe fn set_len(list: &Py<PyList>, n: usize) {
-    (*list.as_ptr().cast::<pyo3::ffi::PyVarObject>()).ob_size = n as pyo3::ffi::Py_ssize_t;
+    // SAFETY: a list is a `PyVarObject`, whose `ob_size` is its length; its
+    // first `n` items are written and counted, and the GIL is held (this
+    // function's contract).
+    unsafe { (*list.as_ptr().cast::<pyo3::ffi::PyVarObject>()).ob_size = n as pyo3::ffi::Py_ssize_t };
 }
 
 /// A list's item array, written by one pool thread while the GIL is free.
@@ -387,5 +407,7 @@ struct Items(*mut *mut pyo3::ffi::PyObject);
 // after the threads are done (see `fill_lists` and the module's doc).
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe impl Send for Items {}
+// SAFETY: as above: a shared `&Items` is written through by one thread only
+// (`fill_lists` hands each list to one thread).
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe impl Sync for Items {}

@@ -14,7 +14,7 @@
 
 use pyo3::prelude::*;
 
-use crate::pretokenize::Splitter;
+use crate::split::pretokenize::Splitter;
 
 mod errors;
 mod lists;
@@ -83,9 +83,9 @@ fn _panic_for_tests(py: Python<'_>, threads: usize) -> PyResult<()> {
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Before anything is made that a forked child must make afresh (`threads.rs`).
     crate::threads::register_fork_handlers();
-    m.add("GPT2_PATTERN", crate::patterns::GPT2_PATTERN)?;
-    m.add("GPT4_PATTERN", crate::patterns::GPT4_PATTERN)?;
-    m.add("GPT4O_PATTERN", crate::patterns::GPT4O_PATTERN)?;
+    m.add("GPT2_PATTERN", crate::split::patterns::GPT2_PATTERN)?;
+    m.add("GPT4_PATTERN", crate::split::patterns::GPT4_PATTERN)?;
+    m.add("GPT4O_PATTERN", crate::split::patterns::GPT4O_PATTERN)?;
     m.add("MAX_ID", crate::vocab::MAX_ID)?;
     m.add_class::<Pretokenizer>()?;
     m.add_class::<Trainer>()?;

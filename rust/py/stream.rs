@@ -20,12 +20,12 @@ use super::buffers::check_width;
 use super::bulk::between;
 use super::encoder::CoreBPE;
 use super::errors::guard;
-use crate::bulk::{encode_segments, Options, Segment, Sink, BLOCK_BYTES};
-use crate::decode::{decode_stream, write_error, Ids, Utf8, BROKEN_PIPE};
-use crate::idtext::{self, Format};
+use crate::decode::idtext::{self, Format};
+use crate::decode::stream::{decode_stream, write_error, Ids, Utf8, BROKEN_PIPE};
 use crate::input::records;
 use crate::input::{self, Range};
-use crate::pieces::encode_pieces;
+use crate::run::bulk::{encode_segments, Options, Segment, Sink, BLOCK_BYTES};
+use crate::run::pieces::encode_pieces;
 use crate::threads::pool as thread_pool;
 use crate::vocab::Rank;
 
@@ -196,7 +196,7 @@ pub(super) fn encode_to_fd(
 /// Decodes the ids in the file at `path` (`-`: stdin) from byte `skip` on
 /// (a `.npy` header), stored as `ids` (`"text"`, or `"binary"` of `width`
 /// bytes, `signed` or not), and writes their bytes to descriptor `out`;
-/// `errors`: `"strict"`, `"replace"` or `"bytes"` (see `decode.rs`).
+/// `errors`: `"strict"`, `"replace"` or `"bytes"` (see `decode/stream.rs`).
 /// Returns the number of ids.
 #[pyfunction]
 #[pyo3(signature = (core, path, skip, ids, width, signed, errors, out))]

@@ -46,6 +46,8 @@ fn source(s: &Bound<'_, PyString>) -> Source {
             ffi::PyUnicode_DATA(p),
         )
     };
+    // SAFETY: as above; read only for a str that is not ASCII, which is a
+    // `PyCompactUnicodeObject` at least and so has the `utf8` field.
     let cached = !ascii && unsafe { !(*p.cast::<ffi::PyCompactUnicodeObject>()).utf8.is_null() };
     if ascii || cached || len < MIN_CHARS {
         Source::CPython
@@ -60,6 +62,8 @@ fn source(s: &Bound<'_, PyString>) -> Source {
 /// `(kind, data, len)` from [`source`] of a str that is alive (its data is
 /// immutable), read with or without the GIL.
 unsafe fn convert((kind, data, len): (u32, usize, usize)) -> Option<String> {
+    // SAFETY: `data` holds `len` units of `kind`'s width, which stay alive
+    // and unchanged while the str lives (the caller's promise).
     unsafe {
         match kind {
             ffi::PyUnicode_1BYTE_KIND => Some(latin1(std::slice::from_raw_parts(data as *const u8, len))),

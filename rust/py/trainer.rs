@@ -13,9 +13,9 @@ use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard, INTERRUPTED};
 use super::progress::bar;
 use crate::encode::Encoder;
-use crate::pieces;
-use crate::pretokenize::Splitter;
 use crate::progress::{Pace, Unit};
+use crate::run::pieces;
+use crate::split::pretokenize::Splitter;
 use crate::train::{self, table, ChunkCounts, Spill};
 use crate::vocab::Rank;
 

@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::pretokenize::{segments, Splitter};
+use crate::split::pretokenize::{segments, Splitter};
 use crate::vocab::{pack, pack_small};
 
 /// Segment size for parallel counting: big enough to amortise scheduling,
@@ -238,7 +238,7 @@ pub fn count_documents(splitter: &Splitter, docs: &[&str]) -> Result<ChunkCounts
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
+    use crate::split::patterns::GPT4_PATTERN;
 
     #[test]
     fn packed_tally_counts_like_a_plain_map() {

@@ -2,7 +2,7 @@
 //!
 //! Two phases:
 //!
-//! 1. **Counting** (`count.rs`). Every document is pre-tokenized (see `pretokenize.rs`) and
+//! 1. **Counting** (`count.rs`). Every document is pre-tokenized (see `split/pretokenize.rs`) and
 //!    each distinct chunk is counted. Only the counts are kept, so memory grows
 //!    with the number of *distinct* chunks, never with the corpus size. Texts
 //!    are cut at safe points into segments that all cores count in parallel,
@@ -181,8 +181,8 @@ fn run_loop<S: Symbol>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
-    use crate::pretokenize::Splitter;
+    use crate::split::patterns::GPT4_PATTERN;
+    use crate::split::pretokenize::Splitter;
     use testing::random_text;
 
     fn counts_of(words: &[(&str, u64)]) -> ChunkCounts {

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::Receiver;
 
 use super::count::{count_chunks, ChunkCounts, Tally, SEGMENT_BYTES};
-use crate::pretokenize::{last_safe_cut, Splitter};
+use crate::split::pretokenize::{last_safe_cut, Splitter};
 
 /// How many bytes of a file are read at a time: each read is cut back to its
 /// last safe cut point, the rest carried into the next, and the piece before
@@ -21,7 +21,7 @@ const READ_BYTES: usize = SEGMENT_BYTES;
 /// returning an error (Ctrl-C).
 ///
 /// Each file is one document, read in segments cut at safe cut points (see
-/// `pretokenize.rs`): exact for the built-in patterns; a custom pattern whose
+/// `split/pretokenize.rs`): exact for the built-in patterns; a custom pattern whose
 /// matches cross "\n" followed by a letter or digit is cut there.
 ///
 /// A pipeline: this thread reads and checks UTF-8 while one counting thread
@@ -329,7 +329,7 @@ fn read_segments(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
     use crate::train::testing::random_text;
 
     /// Temporary files holding `texts`, removed when dropped.

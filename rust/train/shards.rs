@@ -24,7 +24,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::count::{count_chunks, ChunkCounts, Tally};
 use crate::input::records::{read_batches, BATCH_BYTES};
-use crate::pretokenize::Splitter;
+use crate::split::pretokenize::Splitter;
 
 /// How often the calling thread reports progress (and hears of Ctrl-C).
 const POLL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -141,7 +141,7 @@ pub(super) fn count_record_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
+    use crate::split::patterns::GPT4_PATTERN;
     use crate::train::pipeline::count_records_into_pipeline;
     use crate::train::testing::random_text;
 

@@ -326,8 +326,8 @@ impl Sorted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
-    use crate::pretokenize::Splitter;
+    use crate::split::patterns::GPT4_PATTERN;
+    use crate::split::pretokenize::Splitter;
     use crate::train::count::count_chunks;
     use crate::train::pipeline::{count_files, count_files_into};
     use crate::train::testing::random_text;

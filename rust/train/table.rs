@@ -373,7 +373,7 @@ pub fn open_all(paths: &[PathBuf]) -> Result<Vec<TableReader>, String> {
 
 /// A pattern in a message: its name if it is a built-in one, else quoted.
 fn shown(pattern: &str) -> String {
-    use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
     match pattern {
         GPT2_PATTERN => "gpt2".into(),
         GPT4_PATTERN => "gpt4".into(),
@@ -432,7 +432,7 @@ pub fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::{GPT2_PATTERN, GPT4_PATTERN};
+    use crate::split::patterns::{GPT2_PATTERN, GPT4_PATTERN};
 
     /// A fresh directory for a test, removed when dropped.
     struct TempDir(PathBuf);

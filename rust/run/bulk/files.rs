@@ -14,7 +14,7 @@
 //! pieces that meet at `x` compute the same cut from the same bytes, so the
 //! pieces tile the range with no communication; a nominal point with no cut
 //! near it is dropped (its piece is absorbed by the one before). The ids
-//! are those of the whole range, as for blocks (`pretokenize.rs`: a text
+//! are those of the whole range, as for blocks (`split/pretokenize.rs`: a text
 //! cut at safe cuts gives the same chunks).
 //!
 //! Order and memory. Threads take pieces in order; a thread waits before
@@ -35,7 +35,7 @@ use super::{Options, Order, Segment, Sink};
 use crate::encode::{ids_buffer, ids_room, Encoder, Memo};
 use crate::input::{binary_error, name, not_utf8, open_file, Compression, BINARY_SNIFF_BYTES, STDIN};
 use crate::limits::{uncut_error, MAX_UNCUT_BYTES};
-use crate::pieces::last_cut_avoiding;
+use crate::run::pieces::last_cut_avoiding;
 use crate::vocab::Rank;
 
 /// The windows (bytes before a nominal point) searched for a cut, in turn,
@@ -400,7 +400,7 @@ mod tests {
     use super::super::{encode_segments, Collect, Options, Segment};
     use crate::encode::Encoder;
     use crate::input::Range;
-    use crate::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::split::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
     use crate::vocab::{byte_ranks, Rank};
     use rustc_hash::{FxHashMap, FxHashSet};
 

@@ -25,7 +25,7 @@
 //! Every rule below says why it is the pattern's; in ASCII, the classes are
 //! letter (`\p{L}`), digit (`\p{N}`), white (`\s`: space, `\t \v \f`, and
 //! the newlines `\r \n`) and punctuation (all other bytes below 0x80:
-//! `[^\s\p{L}\p{N}]`), see `ascii.rs`.
+//! `[^\s\p{L}\p{N}]`), see `split/ascii.rs`.
 
 use super::classify::Masks;
 

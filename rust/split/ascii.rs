@@ -1,5 +1,5 @@
 //! ASCII byte classes and word-at-a-time scans of ASCII runs: the pieces of
-//! the lexers' fast paths (`lexer.rs`).
+//! the lexers' fast paths (`split/lexer/mod.rs`).
 //!
 //! Most chunks of English and of code are ASCII, and for an ASCII byte the
 //! classes of the split patterns are fixed: a letter is `\p{L}` (and
@@ -7,7 +7,7 @@
 //! `\s` (exactly these: regex-syntax's White_Space has no other ASCII
 //! character; 0x1C..0x1F are not in it), and everything else is
 //! `[^\s\p{L}\p{N}]`. No ASCII byte is a mark, `\p{Lt}`, `\p{Lm}` or `\p{Lo}`.
-//! A test (`lexer/tests.rs`) checks [`CLASS`] against the full Unicode table.
+//! A test (`split/lexer/tests.rs`) checks [`CLASS`] against the full Unicode table.
 //!
 //! Every scan here stops at the first byte outside its class, and in
 //! particular at the first byte >= 0x80, where a lexer goes on with its exact

@@ -4,9 +4,9 @@
 //! regular expression: GPT-2, GPT-4 and GPT-4o each ship one (`patterns.rs`, byte for
 //! byte as tiktoken has them). They use look-ahead (`\s+(?!\S)`) and possessive
 //! quantifiers, which the linear-time `regex` crate lacks. For these three we
-//! run hand-written lexers (`lexer.rs`: several times faster, and they never
-//! give up on long inputs); any other pattern runs on `fancy-regex`, the
-//! engine tiktoken uses.
+//! run hand-written lexers (`split/lexer/mod.rs`: several times faster, and
+//! they never give up on long inputs); any other pattern runs on
+//! `fancy-regex`, the engine tiktoken uses.
 //!
 //! The second half of this file finds *safe cut points*: places where a long
 //! document can be cut into segments that are split independently (for
@@ -15,7 +15,7 @@
 
 use fancy_regex::Regex;
 
-use crate::lexer::Lexer;
+use crate::split::lexer::Lexer;
 
 /// A compiled split pattern. (A clone shares the compiled program: the
 /// trainer hands its own to the encoder it builds, to compile a custom
@@ -41,7 +41,7 @@ impl Splitter {
             Some(lexer) => {
                 // Builds the lexers' character-class table (a few ms, once
                 // per process) now rather than in the first call that lexes.
-                crate::lexer::is_letter('a');
+                crate::split::lexer::is_letter('a');
                 Engine::Lexer(lexer)
             }
             None => Engine::Regex(
@@ -258,8 +258,8 @@ pub fn is_word_cut(b: &[u8], p: usize) -> bool {
     if at < 0x80 && (at.is_ascii_alphabetic() || at == b'\'') {
         return false;
     }
-    matches!(char_before(b, p), Some(c) if crate::lexer::is_letter(c))
-        && matches!(char_at(b, p), Some(c) if c != '\'' && !crate::lexer::is_letter_or_mark(c))
+    matches!(char_before(b, p), Some(c) if crate::split::lexer::is_letter(c))
+        && matches!(char_at(b, p), Some(c) if c != '\'' && !crate::split::lexer::is_letter_or_mark(c))
 }
 
 /// The last word cut in `b`.
@@ -341,7 +341,7 @@ pub fn cut_at(text: &str, target: usize, mut next: impl FnMut(usize) -> Option<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 
     fn chunks(s: &Splitter, text: &str) -> Vec<String> {
         s.findall(text).unwrap().into_iter().map(String::from).collect()

@@ -1,6 +1,6 @@
 //! The mask lexer against the exact lexer (and fancy-regex): random texts
 //! built to put every kind of run across the 64-byte windows' edges,
-//! adversarial texts, the corpora. (`lexer/tests.rs` compares the lexers, the
+//! adversarial texts, the corpora. (`split/lexer/tests.rs` compares the lexers, the
 //! mask lexer included, with fancy-regex.)
 
 use super::super::tests::{adversarial_texts, corpus_paths, rng, weighted, ALPHABET, ASCII_HEAVY, LEXERS, WHITE_HEAVY};
@@ -114,28 +114,34 @@ fn classifiers_equal_the_bytewise_one() {
             // Every byte value at every place, and random ones.
             *b = if k < 256 { (k + i) as u8 } else { rand() as u8 };
         }
-        // SAFETY: the engines tested are those the CPU has.
+        // The engines tested are those the CPU has.
+        // SAFETY: `Bytewise` is plain Rust.
         let want = unsafe { Bytewise::classify(&w) };
+        // SAFETY: as above.
         let want_high = unsafe { Bytewise::high_bytes(&w) };
         #[cfg(target_arch = "x86_64")]
         {
+            // SAFETY: SSE2 is part of x86_64.
             assert_eq!(unsafe { super::Sse2::classify(&w) }, want, "{w:?}");
+            // SAFETY: as above.
             assert_eq!(unsafe { super::Sse2::high_bytes(&w) }, want_high, "{w:?}");
             if Engine::best() == Engine::Avx2 {
+                // SAFETY: `Engine::best` chose AVX2: the CPU has what it uses.
                 assert_eq!(unsafe { super::Avx2::classify(&w) }, want, "{w:?}");
+                // SAFETY: as above.
                 assert_eq!(unsafe { super::Avx2::high_bytes(&w) }, want_high, "{w:?}");
             }
         }
-        // The byte-by-byte classes are those of `ascii.rs`.
+        // The byte-by-byte classes are those of `split/ascii.rs`.
         for (i, &c) in w.iter().enumerate() {
-            let k = crate::ascii::CLASS[c as usize];
+            let k = crate::split::ascii::CLASS[c as usize];
             let bit = |m: u64| m >> i & 1 != 0;
-            assert_eq!(bit(want.letter), k & crate::ascii::LETTER != 0);
-            assert_eq!(bit(want.upper), k == crate::ascii::UPPER);
-            assert_eq!(bit(want.digit), k == crate::ascii::DIGIT);
-            assert_eq!(bit(want.white), k & (crate::ascii::SPACE | crate::ascii::NEWLINE) != 0);
-            assert_eq!(bit(want.newline), k == crate::ascii::NEWLINE);
-            assert_eq!(bit(want.high), k == crate::ascii::HIGH);
+            assert_eq!(bit(want.letter), k & crate::split::ascii::LETTER != 0);
+            assert_eq!(bit(want.upper), k == crate::split::ascii::UPPER);
+            assert_eq!(bit(want.digit), k == crate::split::ascii::DIGIT);
+            assert_eq!(bit(want.white), k & (crate::split::ascii::SPACE | crate::split::ascii::NEWLINE) != 0);
+            assert_eq!(bit(want.newline), k == crate::split::ascii::NEWLINE);
+            assert_eq!(bit(want.high), k == crate::split::ascii::HIGH);
         }
     }
 }
@@ -155,9 +161,10 @@ fn known_high_characters_have_their_classes() {
         for at in 0..=64 - bytes.len() {
             let mut w = [b'x'; 64];
             w[at..at + bytes.len()].copy_from_slice(bytes);
-            // SAFETY: plain Rust.
+            // SAFETY: `Bytewise` is plain Rust.
             let mut m = unsafe { Bytewise::classify(&w) };
-            unsafe { known_high(&mut m, Bytewise::high_bytes(&w)) };
+            // SAFETY: as above.
+            known_high(&mut m, unsafe { Bytewise::high_bytes(&w) });
             let ours = (at..at + bytes.len()).map(|i| 1u64 << i).sum::<u64>();
             let x_letters = !ours & ((1u128 << 64) - 1) as u64;
             // The x's around it are untouched.
@@ -258,9 +265,8 @@ fn white_run_scans_agree() {
     for _ in 0..20_000 {
         let text = mostly(&mut rand, &[b' ', b'\t', b'\n', b'\r', 0x0B, 0x0C], &[b'x', b'.', 0x1C, 0xC2, 0xA0]);
         for from in 0..text.len() {
-            // SAFETY: SSE2 is part of x86_64.
             assert_eq!(
-                unsafe { super::classify::white_run_sse2(&text, from) },
+                super::classify::white_run_sse2(&text, from),
                 super::classify::white_run(&text, from),
                 "{text:?} from {from}"
             );
@@ -277,10 +283,9 @@ fn letter_run_scans_agree() {
     for _ in 0..20_000 {
         let text = mostly(&mut rand, b"azAZmQ", &[b'@', b'[', b'`', b'{', b' ', b'1', 0xC3, 0xA9, 0xFF]);
         for from in 0..text.len() {
-            // SAFETY: SSE2 is part of x86_64.
             assert_eq!(
-                unsafe { super::classify::letter_run_sse2(&text, from) },
-                crate::ascii::letters_end(&text, from),
+                super::classify::letter_run_sse2(&text, from),
+                crate::split::ascii::letters_end(&text, from),
                 "{text:?} from {from}"
             );
         }

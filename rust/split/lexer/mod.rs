@@ -10,7 +10,7 @@
 //!
 //! Exactness: every function below states the alternative it implements and
 //! resolves backtracking explicitly. The tests compare these lexers with
-//! fancy-regex (Rust unit tests in `lexer/tests.rs`: random strings of tricky
+//! fancy-regex (Rust unit tests in `split/lexer/tests.rs`: random strings of tricky
 //! characters, of mostly ASCII and of mostly white space, adversarial texts,
 //! the corpora), and with Python's `regex` and tiktoken (Python tests,
 //! hypothesis and real corpora).
@@ -18,14 +18,14 @@
 //! `regex` crate that fancy-regex and tiktoken use, so `\p{L}` means exactly
 //! what it means there (same Unicode version).
 //!
-//! Speed: each lexer starts with ASCII fast paths (`lexer/gpt.rs`, with the
-//! scans of `ascii.rs`) that decide most chunks of English and code from one
+//! Speed: each lexer starts with ASCII fast paths (`split/lexer/gpt.rs`, with the
+//! scans of `split/ascii.rs`) that decide most chunks of English and code from one
 //! or two bytes and scan ASCII runs 8 bytes at a time; everything else takes
 //! the general path here, character by character with the full table. See
 //! docs/performance.md, "Lexing, ASCII fast paths".
 //!
-//! On x86_64, `Lexer::for_each_chunk` runs the mask lexer (`lexer/mask.rs`)
-//! over them: it finds the chunk starts of 64 bytes at once with SIMD and
+//! On x86_64, `Lexer::for_each_chunk` runs the mask lexer
+//! (`split/lexer/mask/mod.rs`) over them: it finds the chunk starts of 64 bytes at once with SIMD and
 //! bit algebra wherever it can decide them (ASCII, and the commonest longer
 //! characters of English), and hands everything else to these lexers, the
 //! "exact lexers", chunk by chunk. The chunks are the same; 3-4 times
@@ -34,8 +34,8 @@
 
 use std::sync::OnceLock;
 
-use crate::ascii;
-use crate::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use crate::split::ascii;
+use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
 
 mod gpt;
 mod mask;
@@ -94,12 +94,12 @@ pub(crate) fn warm() {
     table();
 }
 
-/// `\p{L}` (for the word cut rule of `pretokenize.rs`).
+/// `\p{L}` (for the word cut rule of `split/pretokenize.rs`).
 pub(crate) fn is_letter(c: char) -> bool {
     table()[c as usize] & L != 0
 }
 
-/// `\p{L}` or `\p{M}` (for the word cut rule of `pretokenize.rs`).
+/// `\p{L}` or `\p{M}` (for the word cut rule of `split/pretokenize.rs`).
 pub(crate) fn is_letter_or_mark(c: char) -> bool {
     table()[c as usize] & (L | M) != 0
 }
@@ -125,7 +125,7 @@ impl Lexer {
     /// Calls `f` on every chunk of `text`, left to right. Every position
     /// starts a match for these patterns, so the chunks tile the text.
     ///
-    /// The mask lexer (`lexer/mask.rs`) where the CPU has SIMD (x86_64),
+    /// The mask lexer (`split/lexer/mask/mod.rs`) where the CPU has SIMD (x86_64),
     /// else the exact lexers alone; the chunks are the same.
     #[inline]
     pub fn for_each_chunk<'t>(self, text: &'t str, f: impl FnMut(&'t str)) {

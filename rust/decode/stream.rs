@@ -15,8 +15,8 @@
 
 use std::io::{Read, Write};
 
+use super::idtext::IdReader;
 use crate::encode::Encoder;
-use crate::idtext::IdReader;
 use crate::vocab::Rank;
 
 /// Bytes of input read at once.
@@ -249,7 +249,7 @@ impl Utf8Checker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
+    use crate::split::patterns::GPT4_PATTERN;
     use crate::vocab::byte_ranks;
     use rustc_hash::FxHashMap;
 

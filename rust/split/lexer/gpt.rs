@@ -1,15 +1,15 @@
 //! The three patterns, alternative by alternative (the `Text` helpers they
-//! use are in `lexer.rs`).
+//! use are in `split/lexer/mod.rs`).
 //!
 //! Each lexer first looks at the ASCII byte that starts the chunk (and at
 //! most the one after it): for most chunks of English and code that decides
-//! which alternative matches, and the match is an ASCII scan (`ascii.rs`)
+//! which alternative matches, and the match is an ASCII scan (`split/ascii.rs`)
 //! that hands over to the general run at the first longer character. Every
 //! other case takes the general lexer (`*_any`), which is exact on any text.
 //! Each fast case says why it equals the pattern.
 
 use super::{Text, L, LOW, N, UP};
-use crate::ascii;
+use crate::split::ascii;
 
 impl<'a> Text<'a> {
     /// GPT-2: `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`

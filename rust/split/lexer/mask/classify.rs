@@ -5,7 +5,7 @@
 //! instructions, chosen at run time where the CPU has it); and a plain one,
 //! byte by byte, that the tests hold them to.
 //!
-//! The ASCII classes are those of `ascii.rs` (a test checks them against the
+//! The ASCII classes are those of `split/ascii.rs` (a test checks them against the
 //! full Unicode table): for an ASCII byte each split pattern's class is
 //! fixed. Bytes >= 0x80 are `high`, for the exact lexer to read, but for
 //! the longer characters that English text has most (see `known_high`).
@@ -102,20 +102,25 @@ pub(crate) fn white_run(b: &[u8], from: usize) -> Option<(usize, Option<usize>)>
     None
 }
 
-/// `white_run`, 16 bytes at a time (SSE2).
+/// `white_run`, 16 bytes at a time (SSE2). (A safe function: SSE2 is part
+/// of x86_64, and every load is bounds-checked first.)
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) unsafe fn white_run_sse2(b: &[u8], mut i: usize) -> Option<(usize, Option<usize>)> {
+pub(crate) fn white_run_sse2(b: &[u8], mut i: usize) -> Option<(usize, Option<usize>)> {
     use std::arch::x86_64::*;
     let mut newline = None;
     while i + 16 <= b.len() {
-        // SAFETY: 16 bytes of `b` from `i`; SSE2 is part of x86_64.
-        let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
-        let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
-        // `\t`..=`\r` (9..=13): see `bias` below.
-        let controls = _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x77)), _mm_set1_epi8(-123));
-        let white = _mm_movemask_epi8(_mm_or_si128(controls, eq(b' '))) as u32;
-        let newlines = _mm_movemask_epi8(_mm_or_si128(eq(b'\n'), eq(b'\r'))) as u32;
+        // SAFETY: the load reads the 16 bytes of `b` from `i` (`i + 16 <=
+        // b.len()`); SSE2, all that these use, is part of x86_64.
+        let (white, newlines) = unsafe {
+            let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+            let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+            // `\t`..=`\r` (9..=13): see `bias` below.
+            let controls = _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x77)), _mm_set1_epi8(-123));
+            let white = _mm_movemask_epi8(_mm_or_si128(controls, eq(b' '))) as u32;
+            let newlines = _mm_movemask_epi8(_mm_or_si128(eq(b'\n'), eq(b'\r'))) as u32;
+            (white, newlines)
+        };
         let stop = !white & 0xFFFF;
         if stop == 0 {
             if newlines != 0 {
@@ -136,25 +141,30 @@ pub(crate) unsafe fn white_run_sse2(b: &[u8], mut i: usize) -> Option<(usize, Op
 }
 
 /// `ascii::letters_end` (the end of the run of ASCII letters from `i`), 16
-/// bytes at a time (SSE2), then byte by byte for the last few.
+/// bytes at a time (SSE2), then byte by byte for the last few. (Safe, as
+/// `white_run_sse2`.)
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) unsafe fn letter_run_sse2(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn letter_run_sse2(b: &[u8], mut i: usize) -> usize {
     use std::arch::x86_64::*;
     while i + 16 <= b.len() {
-        // SAFETY: 16 bytes of `b` from `i`; SSE2 is part of x86_64.
-        let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
-        // `| 0x20` maps `A`-`Z` onto `a`-`z` (and no other byte there);
-        // then `a`..=`z` as in `x86::bias`.
-        let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
-        let letters = _mm_cmplt_epi8(_mm_add_epi8(folded, _mm_set1_epi8(0x1F)), _mm_set1_epi8(-102));
-        let stop = !(_mm_movemask_epi8(letters) as u32) & 0xFFFF;
+        // SAFETY: the load reads the 16 bytes of `b` from `i` (`i + 16 <=
+        // b.len()`); SSE2, all that these use, is part of x86_64.
+        let letters = unsafe {
+            let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+            // `| 0x20` maps `A`-`Z` onto `a`-`z` (and no other byte there);
+            // then `a`..=`z` as in `x86::bias`.
+            let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+            let letters = _mm_cmplt_epi8(_mm_add_epi8(folded, _mm_set1_epi8(0x1F)), _mm_set1_epi8(-102));
+            _mm_movemask_epi8(letters) as u32
+        };
+        let stop = !letters & 0xFFFF;
         if stop != 0 {
             return i + stop.trailing_zeros() as usize;
         }
         i += 16;
     }
-    crate::ascii::letters_end(b, i)
+    crate::split::ascii::letters_end(b, i)
 }
 
 /// A way to classify 64 bytes: reads `w[0..64]` only.
@@ -338,16 +348,22 @@ mod x86 {
     macro_rules! classifier {
         ($name:ident, $vec:ty, $width:tt, [$($k:expr),+], $load:ident, $set1:ident, $add:ident, $or:ident,
          $andnot:ident, $cmpeq:ident, $cmpgt:ident, $movemask:ident) => {
+            // Every function here is unsafe with `Classify`'s contract: the
+            // CPU has the instructions of this width (SSE2 always on x86_64,
+            // AVX2 where `Engine::best` found it); that is all their unsafe
+            // blocks rely on, and `load` reads inside the window too.
             impl Classify for $name {
                 #[inline(always)]
                 unsafe fn classify(w: &[u8; 64]) -> Masks {
-                    let parts = [$(Self::part(Self::load(w, $k))),+];
+                    // SAFETY: the CPU has this width's instructions (the caller's promise).
+                    let parts = unsafe { [$(Self::part(Self::load(w, $k))),+] };
                     masks!(parts, $width)
                 }
 
                 #[inline(always)]
                 unsafe fn high_bytes(w: &[u8; 64]) -> HighBytes {
-                    let parts = [$(Self::high_part(Self::load(w, $k))),+];
+                    // SAFETY: the CPU has this width's instructions (the caller's promise).
+                    let parts = unsafe { [$(Self::high_part(Self::load(w, $k))),+] };
                     high_bytes!(parts, $width)
                 }
             }
@@ -356,55 +372,65 @@ mod x86 {
                 /// Bytes in `lo..lo + n`.
                 #[inline(always)]
                 unsafe fn in_range(x: $vec, lo: u8, n: u8) -> $vec {
-                    $cmpgt($set1(limit(n)), $add(x, $set1(bias(lo))))
+                    // SAFETY: the CPU has this width's instructions (the caller's promise).
+                    unsafe { $cmpgt($set1(limit(n)), $add(x, $set1(bias(lo)))) }
                 }
 
                 #[inline(always)]
                 unsafe fn eq(v: $vec, c: u8) -> $vec {
-                    $cmpeq(v, $set1(c as i8))
+                    // SAFETY: the CPU has this width's instructions (the caller's promise).
+                    unsafe { $cmpeq(v, $set1(c as i8)) }
                 }
 
                 #[inline(always)]
                 unsafe fn bits(x: $vec) -> u32 {
-                    $movemask(x) as u32
+                    // SAFETY: the CPU has this width's instructions (the caller's promise).
+                    unsafe { $movemask(x) as u32 }
                 }
 
                 #[inline(always)]
                 unsafe fn part(v: $vec) -> Part {
-                    let space = Self::eq(v, b' ');
-                    Part {
-                        // `| 0x20` maps `A`-`Z` onto `a`-`z` and no other
-                        // byte into that range.
-                        letter: Self::bits(Self::in_range($or(v, $set1(0x20)), b'a', 26)),
-                        upper: Self::bits(Self::in_range(v, b'A', 26)),
-                        digit: Self::bits(Self::in_range(v, b'0', 10)),
-                        space: Self::bits(space),
-                        newline: Self::bits($or(Self::eq(v, b'\n'), Self::eq(v, b'\r'))),
-                        // `\t \n \v \f \r`: 9..=13.
-                        white: Self::bits($or(Self::in_range(v, b'\t', 5), space)),
-                        high: Self::bits(v),
-                        apostrophe: Self::bits(Self::eq(v, b'\'')),
-                        slash: Self::bits(Self::eq(v, b'/')),
+                    // SAFETY: the CPU has this width's instructions (the caller's promise).
+                    unsafe {
+                        let space = Self::eq(v, b' ');
+                        Part {
+                            // `| 0x20` maps `A`-`Z` onto `a`-`z` and no other
+                            // byte into that range.
+                            letter: Self::bits(Self::in_range($or(v, $set1(0x20)), b'a', 26)),
+                            upper: Self::bits(Self::in_range(v, b'A', 26)),
+                            digit: Self::bits(Self::in_range(v, b'0', 10)),
+                            space: Self::bits(space),
+                            newline: Self::bits($or(Self::eq(v, b'\n'), Self::eq(v, b'\r'))),
+                            // `\t \n \v \f \r`: 9..=13.
+                            white: Self::bits($or(Self::in_range(v, b'\t', 5), space)),
+                            high: Self::bits(v),
+                            apostrophe: Self::bits(Self::eq(v, b'\'')),
+                            slash: Self::bits(Self::eq(v, b'/')),
+                        }
                     }
                 }
 
                 #[inline(always)]
                 unsafe fn high_part(v: $vec) -> HighPart {
-                    HighPart {
-                        c3: Self::bits(Self::eq(v, 0xC3)),
-                        upper_tail: Self::bits($andnot(Self::eq(v, 0x97), Self::in_range(v, 0x80, 0x1F))),
-                        lower_tail: Self::bits($andnot(Self::eq(v, 0xB7), Self::in_range(v, 0x9F, 0x21))),
-                        e2: Self::bits(Self::eq(v, 0xE2)),
-                        x80: Self::bits(Self::eq(v, 0x80)),
-                        punct_tail: Self::bits($or(Self::in_range(v, 0x90, 0x18), Self::in_range(v, 0xB0, 0x10))),
+                    // SAFETY: the CPU has this width's instructions (the caller's promise).
+                    unsafe {
+                        HighPart {
+                            c3: Self::bits(Self::eq(v, 0xC3)),
+                            upper_tail: Self::bits($andnot(Self::eq(v, 0x97), Self::in_range(v, 0x80, 0x1F))),
+                            lower_tail: Self::bits($andnot(Self::eq(v, 0xB7), Self::in_range(v, 0x9F, 0x21))),
+                            e2: Self::bits(Self::eq(v, 0xE2)),
+                            x80: Self::bits(Self::eq(v, 0x80)),
+                            punct_tail: Self::bits($or(Self::in_range(v, 0x90, 0x18), Self::in_range(v, 0xB0, 0x10))),
+                        }
                     }
                 }
 
                 /// The window's vectors (unaligned loads of `w[0..64]`).
                 #[inline(always)]
                 unsafe fn load(w: &[u8; 64], k: usize) -> $vec {
-                    // SAFETY: k < 64 / width: inside `w`.
-                    $load((w.as_ptr() as *const $vec).add(k))
+                    // SAFETY: k < 64 / width: the vector lies inside `w`; the
+                    // CPU has this width's instructions (the caller's promise).
+                    unsafe { $load((w.as_ptr() as *const $vec).add(k)) }
                 }
             }
         };

@@ -7,7 +7,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
-use crate::pieces::groups;
+use crate::run::pieces::groups;
 use crate::vocab::Rank;
 
 /// The runs of neighbouring documents (texts of `sizes` bytes) that the
@@ -132,7 +132,7 @@ pub fn shares(lists: &[Vec<Rank>], parts: usize) -> Vec<Range<usize>> {
 mod tests {
     use super::*;
     use crate::encode::{Encoder, Memo};
-    use crate::patterns::GPT4_PATTERN;
+    use crate::split::patterns::GPT4_PATTERN;
     use crate::vocab::byte_ranks;
     use rustc_hash::{FxHashMap, FxHashSet};
 

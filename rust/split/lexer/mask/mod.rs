@@ -1,5 +1,5 @@
 //! The mask lexer: chunk starts found 64 bytes at a time with bit algebra,
-//! the exact lexers (`gpt.rs`) for whatever the algebra cannot decide.
+//! the exact lexers (`split/lexer/gpt.rs`) for whatever the algebra cannot decide.
 //!
 //! Why: the exact lexers decide each chunk with a few branches on its first
 //! bytes and then scan its run (~79 instructions a chunk on English, whose
@@ -36,7 +36,7 @@
 //! lexer's.
 //!
 //! Exactness: the exact lexer is the reference (and itself tested against
-//! fancy-regex); the tests (`mask/tests.rs`) compare the two on random
+//! fancy-regex); the tests (`tests.rs`) compare the two on random
 //! texts built to put every kind of run across window edges, on adversarial
 //! texts and on the corpora (and `fuzzing::pretokenize` on whatever the
 //! fuzzer finds), and every rule in `rules.rs` says why it is the
@@ -168,9 +168,11 @@ impl Engine {
 /// The CPU must have what `C` uses.
 #[inline(always)]
 unsafe fn window<C: Classify, R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
-    let mut m = C::classify(w);
+    // SAFETY: the CPU has what `C` uses (this function's contract).
+    let mut m = unsafe { C::classify(w) };
     if m.high != 0 {
-        known_high(&mut m, C::high_bytes(w));
+        // SAFETY: as above.
+        known_high(&mut m, unsafe { C::high_bytes(w) });
     }
     R::starts(&m, w)
 }
@@ -215,7 +217,7 @@ trait Window {
         #[cfg(target_arch = "x86_64")]
         return classify::letter_run_sse2(b, from);
         #[cfg(not(target_arch = "x86_64"))]
-        return crate::ascii::letters_end(b, from);
+        return crate::split::ascii::letters_end(b, from);
     }
 }
 
@@ -223,7 +225,8 @@ trait Window {
 impl Window for Sse2 {
     #[inline(always)]
     unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
-        window::<Sse2, R>(w)
+        // SAFETY: SSE2 is part of x86_64.
+        unsafe { window::<Sse2, R>(w) }
     }
 }
 
@@ -231,7 +234,9 @@ impl Window for Sse2 {
 impl Window for Avx2 {
     #[inline(always)]
     unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
-        window_avx2::<R>(w)
+        // SAFETY: the caller's promise (`Window::starts`): the CPU has what
+        // `Avx2` uses, which `Engine::best` checked before choosing it.
+        unsafe { window_avx2::<R>(w) }
     }
 }
 
@@ -244,14 +249,17 @@ impl Window for Avx2 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
 unsafe fn window_avx2<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
-    window::<Avx2, R>(w)
+    // SAFETY: the CPU has AVX2 and the rest (this function's contract), all
+    // that `Avx2` uses.
+    unsafe { window::<Avx2, R>(w) }
 }
 
 #[cfg(test)]
 impl Window for classify::Bytewise {
     #[inline(always)]
     unsafe fn starts<R: Rules>(w: &[u8; WINDOW]) -> (u64, u64) {
-        window::<classify::Bytewise, R>(w)
+        // SAFETY: `Bytewise` is plain Rust: any CPU has what it uses.
+        unsafe { window::<classify::Bytewise, R>(w) }
     }
 
     unsafe fn white_run(b: &[u8], from: usize) -> Option<(usize, Option<usize>)> {
@@ -259,7 +267,7 @@ impl Window for classify::Bytewise {
     }
 
     unsafe fn letter_run(b: &[u8], from: usize) -> usize {
-        crate::ascii::letters_end(b, from)
+        crate::split::ascii::letters_end(b, from)
     }
 }
 
@@ -330,8 +338,9 @@ impl<'a> Text<'a> {
                 continue;
             }
             // SAFETY: `start + 64 <= n`: 64 bytes of the text.
-            let w = &*(self.b.as_ptr().add(start) as *const [u8; WINDOW]);
-            let (starts, undecided) = C::starts::<R>(w);
+            let w = unsafe { &*(self.b.as_ptr().add(start) as *const [u8; WINDOW]) };
+            // SAFETY: the CPU has what `C` uses (this function's contract).
+            let (starts, undecided) = unsafe { C::starts::<R>(w) };
             #[cfg(test)]
             count(|s| s.windows += 1);
             // Bit 63 is always undecided: u <= 63.
@@ -376,13 +385,14 @@ impl<'a> Text<'a> {
                 // byte of a character (a letter's second byte follows a
                 // letter byte, a punctuation character's second and third
                 // a punctuation byte).
-                f(self.s.get_unchecked(start..end));
+                f(unsafe { self.s.get_unchecked(start..end) });
                 start = end;
                 found &= found - 1;
             }
             if long {
                 match self.b[start] {
-                    b'\t'..=b'\r' | b' ' => match self.long_white::<C, R>(start, &mut f) {
+                    // SAFETY: the CPU has what `C` uses (this function's contract).
+                    b'\t'..=b'\r' | b' ' => match unsafe { self.long_white::<C, R>(start, &mut f) } {
                         Some(next) => start = next,
                         None => exact_to = start + 1,
                     },
@@ -390,13 +400,14 @@ impl<'a> Text<'a> {
                         // GPT-2's and GPT-4's chunk at a letter is `\p{L}++`:
                         // its ASCII letters 16 bytes at a time, the rest as
                         // the exact lexer goes on (`Text::letters`).
-                        let end = self.ascii_then(C::letter_run(self.b, start), super::L);
+                        // SAFETY: the CPU has what `C` uses (this function's contract).
+                        let end = self.ascii_then(unsafe { C::letter_run(self.b, start) }, super::L);
                         #[cfg(test)]
                         count(|s| s.mask_chunks += 1);
                         debug_assert!(start < end && end <= n && self.s.is_char_boundary(end));
                         // SAFETY: `start` is a char boundary, and so is the
                         // end of a letter run, as the exact lexer finds it.
-                        f(self.s.get_unchecked(start..end));
+                        f(unsafe { self.s.get_unchecked(start..end) });
                         start = end;
                     }
                     _ => exact_to = start + 1,
@@ -430,7 +441,8 @@ impl<'a> Text<'a> {
     /// The CPU must have what `C` uses.
     #[inline(never)]
     unsafe fn long_white<C: Window, R: Rules>(&self, a: usize, f: &mut impl FnMut(&'a str)) -> Option<usize> {
-        let (b, newline) = C::white_run(self.b, a)?;
+        // SAFETY: the CPU has what `C` uses (this function's contract).
+        let (b, newline) = unsafe { C::white_run(self.b, a) }?;
         if b - a < 2 {
             return None;
         }
@@ -440,7 +452,7 @@ impl<'a> Text<'a> {
             count(|s| s.mask_chunks += 1);
             debug_assert!(from < to && to <= self.b.len() && self.s.is_char_boundary(to));
             // SAFETY: `a` is a char boundary, and the run's bytes are ASCII.
-            f(self.s.get_unchecked(from..to))
+            f(unsafe { self.s.get_unchecked(from..to) })
         };
         if r > a {
             emit(a, r);

@@ -10,7 +10,7 @@
 //!
 //! The ids equal those of encoding each range whole: blocks and pieces end
 //! only at line and word cuts, which change no chunk for the built-in
-//! patterns (`pretokenize.rs`), and never inside the text of a special token
+//! patterns (`split/pretokenize.rs`), and never inside the text of a special token
 //! when special tokens are looked for. A custom pattern's range is read and
 //! encoded whole.
 
@@ -20,7 +20,7 @@ use rustc_hash::FxHashSet;
 
 use crate::encode::Encoder;
 use crate::input::{Block, Blocks, Range};
-use crate::pieces::{cut, encode_pieces, last_cut_avoiding};
+use crate::run::pieces::{cut, encode_pieces, last_cut_avoiding};
 use crate::vocab::Rank;
 
 #[cfg(unix)]
@@ -229,7 +229,7 @@ impl Collect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::GPT4_PATTERN;
+    use crate::split::patterns::GPT4_PATTERN;
     use crate::vocab::byte_ranks;
     use rustc_hash::FxHashMap;
     use std::path::PathBuf;

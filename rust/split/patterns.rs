@@ -1,6 +1,6 @@
 //! The split patterns of GPT-2, GPT-4 and GPT-4o, byte for byte as tiktoken
-//! has them. `lexer.rs` recognises them (and runs its hand-written lexers for
-//! them); `pretokenize.rs` runs any other pattern on fancy-regex.
+//! has them. `split/lexer/mod.rs` recognises them (and runs its hand-written
+//! lexers for them); `pretokenize.rs` runs any other pattern on fancy-regex.
 
 /// GPT-2 (`r50k_base`, also `p50k_base`) split pattern, as in tiktoken.
 pub const GPT2_PATTERN: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";

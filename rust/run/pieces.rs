@@ -1,7 +1,7 @@
 //! Long inputs in pieces, so that the Python bindings can notice Ctrl-C
 //! between pieces instead of after the whole call.
 //!
-//! A text is cut only at line and word cuts (`pretokenize.rs`), which for the
+//! A text is cut only at line and word cuts (`split/pretokenize.rs`), which for the
 //! three built-in patterns change no chunk, and, when special tokens are
 //! allowed, never inside an occurrence of any special token (so every piece
 //! finds exactly the special tokens the whole text holds). With a custom
@@ -11,7 +11,7 @@
 use rustc_hash::FxHashSet;
 
 use crate::encode::{ids_buffer, Encoder};
-use crate::pretokenize::{cut_at, is_safe_cut, is_word_cut, last_safe_cut, Splitter};
+use crate::split::pretokenize::{cut_at, is_safe_cut, is_word_cut, last_safe_cut, Splitter};
 use crate::train::{self, ChunkCounts};
 use crate::vocab::Rank;
 
@@ -207,7 +207,7 @@ pub fn groups(sizes: &[usize], group_bytes: usize) -> Vec<std::ops::Range<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::split::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
     use rustc_hash::FxHashMap;
 
     /// `concat_parallel` is `concat`, empty lists and all, on any pool.
