@@ -29,7 +29,7 @@ def _best(fn, repeats: int) -> tuple[float, object]:
 def ray_section(args, corp: dict, info: dict) -> None:
     import bpe
     from bpe import distributed
-    from bpe.shardwork import table_bytes
+    from bpe.distributed.work import table_bytes
 
     try:
         import ray

@@ -68,14 +68,17 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on how it was ins
 from bpe._core import GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN
 from bpe.counts import Counts, count
 from bpe.decoder import StreamDecoder
-from bpe.fileformat import TokenizerFileError
-from bpe.patterns import PATTERNS, pretokenize, resolve_pattern
-from bpe.specials import ENDOFTEXT
+from bpe.formats.bpefile import TokenizerFileError
+from bpe._util.patterns import PATTERNS, pretokenize, resolve_pattern
+from bpe._util.specials import ENDOFTEXT
 from bpe.tokenizer import Tokenizer
+from bpe.encodings import (Encoding, encoding_for_model, encoding_name_for_model, get_encoding, list_encoding_names,
+                           register_encoding)
 
 __all__ = [
     "Counts",
     "ENDOFTEXT",
+    "Encoding",
     "GPT2_PATTERN",
     "GPT4_PATTERN",
     "GPT4O_PATTERN",
@@ -84,6 +87,11 @@ __all__ = [
     "Tokenizer",
     "TokenizerFileError",
     "count",
+    "encoding_for_model",
+    "encoding_name_for_model",
+    "get_encoding",
+    "list_encoding_names",
     "pretokenize",
+    "register_encoding",
     "resolve_pattern",
 ]

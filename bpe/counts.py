@@ -23,38 +23,23 @@ seen fewer times: the one lossy knob, and what bounds training's memory.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tempfile
 import warnings
 from typing import Iterable
 
 from bpe import _core
-from bpe.corpus import Source, feed
-from bpe.files import PathLike, atomic_write, check_readable_file
-from bpe.patterns import pattern_name, resolve_pattern
-from bpe.sources import SourceOptions, skipped_message
+from bpe.sources.corpus import Source, feed
+from bpe._util.sizes import parse_bytes
+from bpe._util.files import PathLike, atomic_write, check_readable_file
+from bpe._util.patterns import pattern_name, resolve_pattern
+from bpe.sources.paths import SourceOptions, skipped_message
 
 #: Units of ``max_memory`` strings: powers of 1024, as ``sort -S`` and
 #: container limits use them ("2G" is 2 GiB).
-_MEMORY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
 def parse_memory(value, name: str = "max_memory") -> int | None:
-    """``None``, an int of bytes, or a str like "2G", "512M", "1.5GiB",
-    "64KB" (units are powers of 1024) -> bytes (or None: no cap)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{name} must be a number of bytes or a str like '2G' or '512M', not {type(value).__name__}")
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", value.replace("_", ""))
-        if not m:
-            raise ValueError(f"{name} {value!r} is not a size; write e.g. 2G, 512M or 1000000 (bytes)")
-        value = int(float(m.group(1)) * _MEMORY_UNITS[m.group(2).lower()])
-    if value <= 0:
-        raise ValueError(f"{name} must be more than 0 bytes, got {value}")
-    return value
+    """``None`` (no cap), or a size in bytes (``bpe/_util/sizes.py``)."""
+    return None if value is None else parse_bytes(value, name)
 
 
 def check_min_frequency(value) -> int:
@@ -125,7 +110,7 @@ class Counts:
 
     def save(self, path: PathLike, *, force: bool = False) -> tuple[int, int]:
         """Writes the counts as a ``.bpec`` file, atomically (see
-        ``bpe.files.atomic_write``; ``force`` replaces a read-only file).
+        ``bpe._util.files.atomic_write``; ``force`` replaces a read-only file).
         Returns (distinct chunks, sum of their counts) written."""
         written = []
         atomic_write(path, lambda f: written.append(self._trainer.save_counts(f.fileno(), os.fspath(path))),

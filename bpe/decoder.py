@@ -19,6 +19,8 @@ import codecs
 import operator
 from typing import Iterable, Protocol, SupportsIndex, Union, cast
 
+from bpe._util.errors import ErrorHandlerError
+
 #: The ``errors`` handlers that apply to decoding (``bytes.decode``).
 DECODE_ERRORS = ("replace", "strict", "ignore", "backslashreplace", "surrogateescape", "surrogatepass")
 
@@ -31,7 +33,7 @@ def _check_errors(errors: object) -> None:
     try:
         codecs.lookup_error(errors)
     except LookupError:
-        raise ValueError(
+        raise ErrorHandlerError(
             f"errors={errors!r} is not an error handler; use one of {', '.join(DECODE_ERRORS)} "
             f"(or a name given to codecs.register_error)"
         ) from None

@@ -56,7 +56,7 @@ class Progress:
 class ClusterProgress:
     """``counting on Ray: 3/12 shards, 190 MB/760 MB, 41.2 MB/s`` on stderr,
     redrawn in place (at most 10 times a second) when shown: the progress of
-    work done in shards (``bpe/distributed.py``), whose tasks report only
+    work done in shards (``bpe/distributed/ray.py``), whose tasks report only
     when they finish, so the bar above (bytes as they stream) does not fit."""
 
     def __init__(self, what: str, shards: int, total_bytes: int, show: bool):

@@ -412,6 +412,42 @@ impl CoreBPE {
         Ok(PyBytes::new(py, &bytes))
     }
 
+    /// The bytes of each id list, decoded by `num_threads` threads (0: all
+    /// cores) without the GIL; the first unknown id (in list order) is a
+    /// ValueError naming it.
+    fn decode_bytes_batch<'py>(
+        &self,
+        py: Python<'py>,
+        batch: Vec<Bound<'py, PyAny>>,
+        num_threads: usize,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        use rayon::prelude::*;
+        let lists = batch.iter().map(ids_of).collect::<PyResult<Vec<_>>>()?;
+        let pool = guard(|| crate::threads::pool(num_threads))?;
+        let decoded = py.allow_threads(|| {
+            guard(|| {
+                let all: Vec<Result<Vec<u8>, Rank>> =
+                    pool.install(|| lists.par_iter().map(|ids| self.enc.decode_bytes(ids)).collect());
+                all.into_iter().collect::<Result<Vec<_>, Rank>>().map_err(|id| {
+                    format!("unknown token id {id}: this vocabulary has ids 0..{}", self.enc.n_vocab() - 1)
+                })
+            })
+        })?;
+        Ok(decoded.iter().map(|b| PyBytes::new(py, b)).collect())
+    }
+
+    /// BPE on `piece` as one chunk, without the split pattern (tiktoken's
+    /// `_encode_single_piece`): its bytes need not be UTF-8.
+    fn encode_single_piece(&self, py: Python<'_>, piece: &[u8]) -> PyResult<Vec<Rank>> {
+        py.allow_threads(|| {
+            guard(|| {
+                let mut out = Vec::new();
+                self.enc.encode_chunk(piece, &mut out)?;
+                Ok(out)
+            })
+        })
+    }
+
     /// The merges of this vocabulary, recovered from its ranks: `(left, right,
     /// rank)` triples in rank order. Raises ValueError naming the first token
     /// that is not the merge of two lower-ranked tokens.
