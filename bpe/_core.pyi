@@ -1,7 +1,9 @@
-# Types of the Rust extension module bpe._core (rust/py/*.rs; the module's
-# contents are listed in rust/py/mod.rs). A private module: the public API
-# is bpe.Tokenizer and friends, which wrap it. tests/test_typing.py checks
-# that every name the built module exports is declared here.
+"""The Rust core, ``bpe._core``: the compiled extension that ``bpe.Tokenizer``,
+``bpe.count`` and the command line wrap. A private module: call it through
+``bpe``. Built from ``rust/py/`` (its contents are listed in ``rust/py/mod.rs``)."""
+
+# Types of the extension module, for type checkers; tests/tokenizer/test_typing.py
+# checks that every name the built module exports is declared here.
 
 import os
 from collections.abc import Callable, Sequence
@@ -13,11 +15,16 @@ _Parts = tuple[Any, Any, Any, int, int, int]
 _Progress = Optional[Callable[..., Any]]
 
 GPT2_PATTERN: str
+"""GPT-2's split pattern: tiktoken's ``r50k_base`` ``pat_str``, character for character."""
 GPT4_PATTERN: str
+"""GPT-4's split pattern: tiktoken's ``cl100k_base`` ``pat_str``, character for character."""
 GPT4O_PATTERN: str
+"""GPT-4o's split pattern: tiktoken's ``o200k_base`` ``pat_str``, character for character."""
 MAX_ID: int
+"""The largest token id a vocabulary may have: 2**24 - 1."""
 
 class Pretokenizer:
+    """A split pattern, compiled: its lexer for the built-in patterns, else the regex."""
     def __init__(self, pattern: str) -> None: ...
     def findall(self, text: str) -> list[str]: ...
 
@@ -27,6 +34,7 @@ class IdBuffer:
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 class CoreBPE:
+    """The encoder and decoder of one vocabulary (ranks, special tokens, pattern)."""
     def __init__(self, ranks: dict[bytes, int], special_tokens: dict[str, int], pattern: str) -> None: ...
     def encode_ordinary(self, text: str) -> list[int]: ...
     # The ids, or the leftmost of disallowed_special found in the text (a str).
@@ -77,6 +85,7 @@ class CoreBPE:
     ) -> tuple[Any, Any]: ...
 
 class Trainer:
+    """Chunk counts, fed by texts, files, records or Arrow arrays, and the merge loop over them."""
     def __init__(self, pattern: str) -> None: ...
     def feed_texts(self, texts: Sequence[str]) -> None: ...
     def feed_files(self, paths: Sequence[_Path], progress: bool) -> None: ...
@@ -105,6 +114,7 @@ class Trainer:
     def discard_spilled(self) -> None: ...
 
 class Progress:
+    """The progress bar on stderr (rate, time left), drawn only when stderr is a terminal."""
     def __init__(self, what: str, total: Optional[int] = None, unit: str = "bytes", show: Optional[bool] = None) -> None: ...
     def update(self, done: int, tokens: Optional[int] = None) -> None: ...
     def finish(self) -> None: ...

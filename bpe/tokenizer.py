@@ -128,6 +128,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
 
     @property
     def special_tokens_set(self) -> set[str]:
+        """The texts of the special tokens, as a set (tiktoken's name)."""
         return set(self.special_tokens)
 
     def __repr__(self) -> str:
@@ -137,7 +138,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
     # -- files --------------------------------------------------------------
 
     def save(self, path: PathLike, *, force: bool = False) -> None:
-        """Writes the tokenizer to one text file (format in README.md),
+        """Writes the tokenizer to one text file (its format: docs/formats.md#the-tokenizer-file-bpe),
         atomically: a crash mid-save leaves the old file, never a partial one.
         A read-only file there is replaced only with ``force`` (bpe/_util/files.py)."""
         if not isinstance(path, (str, os.PathLike)):

@@ -16,7 +16,7 @@
 //! - `py` (feature `python`): the Python bindings only, thin (see `py/mod.rs`);
 //! - `fuzzing` (feature `fuzzing`, and tests): the fuzz targets' logic.
 //!
-//! Why the code is laid out as it is, with measurements: docs/performance.md.
+//! Why the code is laid out as it is, with measurements: docs/dev/performance.md.
 
 // `n % k == 0` is kept over `n.is_multiple_of(k)`, which needs Rust 1.87.
 #![allow(clippy::manual_is_multiple_of)]

@@ -1,4 +1,4 @@
-//! Limits on input, and the errors given past them (README: "Limits").
+//! Limits on input, and the errors given past them (docs/errors.md, "Limits").
 
 use std::io::Read;
 use std::path::Path;

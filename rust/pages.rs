@@ -9,7 +9,7 @@
 //! kernel refuses, the pages fault one by one as before). A cold
 //! `encode_to_numpy` of 10 MB of English took ~9% less time; the `str`'s
 //! UTF-8 buffer mapped so as well gained nothing more. Measured:
-//! docs/performance.md, "Faulting in".
+//! docs/dev/performance.md, "Faulting in".
 
 /// Buffers shorter than this fault page by page (a few pages cost less than
 /// the call).

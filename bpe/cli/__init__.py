@@ -3,7 +3,7 @@ and ``decode`` (``encode.py``), ``info`` (``info.py``), ``gpt train`` and
 ``gpt sample`` (``gpt.py``), and ``compare``, ``show``, ``audit``, ``serve``
 (``see.py``); ``--engine ray`` and sharded output (``engines.py``), several
 sizes, a base vocabulary and dropout (``pipeline.py``), what every command
-reads and writes (``io.py``) and the arguments they share (``args.py``).
+reads and writes (``io.py``) and the arguments they share (``arguments.py``).
 
 Conventions, the same for every command:
 - ``-t/--tokenizer`` takes a ``.bpe`` file, a ``.tiktoken`` file, a
@@ -37,6 +37,8 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the `bpe` command and its subcommands (the documentation's
+    command-line reference is generated from it)."""
     p = arguments.Parser(prog="bpe", description="Byte-level BPE tokenizer: train, encode, decode.")
     p.add_argument("--version", action="version", version=arguments.version(), help="show the version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=arguments.Parser)
@@ -54,6 +56,10 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the `bpe` command on ``argv`` (default: the process's arguments)
+    and returns its exit status: 0, 1 for an error (one line on stderr), 130
+    for Ctrl-C. A command line that cannot be understood raises argparse's
+    ``SystemExit(2)``."""
     parser = build_parser()
     ns, extra = parser.parse_known_args(argv)
     if extra:

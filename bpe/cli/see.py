@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
         description="A row per tokenizer and corpus (or per section, for files with `===== ... [code] ... =====` "
         "header lines, like corpora/multilingual_udhr.txt): bytes/token, characters/token, tokens/word, share of "
         "the vocabulary used, Rényi efficiency (alpha 2.5), share of words split into 3+ tokens, encode speed. "
-        "The README's *Comparing tokenizers* defines each.",
+        "docs/inspect.md#bpe-compare defines each.",
     )
     c.add_argument("tokenizers", nargs="+", metavar="TOK", help=TOKENIZER_HELP)
     c.add_argument("--corpus", nargs="+", required=True, metavar="FILE",
@@ -62,7 +62,7 @@ def add_parser(sub) -> None:
     a = sub.add_parser(
         "audit",
         help="list tokens that behave badly: unreachable, rare (glitch candidates), consumed, not UTF-8, near duplicates",
-        description="A ranked report of suspicious tokens; the README's *Auditing a vocabulary* defines each "
+        description="A ranked report of suspicious tokens; docs/inspect.md#bpe-audit defines each "
         "category. rare and consumed need --corpus.",
     )
     a.add_argument("-t", "--tokenizer", required=True, metavar="TOK", help=TOKENIZER_HELP)

@@ -88,6 +88,7 @@ def tokenizer_sha256(tok: Tokenizer) -> str:
 
 
 def file_sha256(path) -> str:
+    """The sha256 of a file's bytes, in hex, read 1 MiB at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

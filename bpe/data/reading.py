@@ -180,7 +180,7 @@ def bits_per_byte(nats_per_token: float, meta: dict, split: str = "val") -> floa
 
 class ShardedTokens:
     """The ids of a sharded directory (``shard-NNNNN.bin`` + ``manifest.json``,
-    see README "Past one machine: Ray") as one sequence, without reading it:
+    see docs/formats.md#the-shard-manifest) as one sequence, without reading it:
     each shard is memory-mapped (numpy), and ``len``, ``x[i]`` and
     ``x[a:b]`` (an array, copied only where it crosses shards) work on the
     concatenation, which is the single-process encoding of the input. Works
@@ -266,7 +266,7 @@ class ShardedTokens:
 
     def split(self, val_fraction: float = VAL_FRACTION) -> tuple[ShardedTokens, ShardedTokens]:
         """(train, val): the last ``val_fraction`` of the tokens (rounded up)
-        is val, the rest train, the rule `bpe gpt train` uses."""
+        is val, the rest train, the rule ``bpe gpt train`` uses."""
         if not 0 <= val_fraction < 1:
             raise ValueError(f"val_fraction must be at least 0 and below 1, got {val_fraction}")
         cut = len(self) - math.ceil(len(self) * val_fraction)

@@ -112,10 +112,12 @@ class Cluster:
             self.ray.shutdown()
 
     def remote(self, fn, num_returns: int = 1):
+        """``fn`` as a Ray task of one CPU, retried if its worker dies."""
         # One CPU a task: the cluster's CPUs are the parallelism.
         return self.ray.remote(num_cpus=1, max_retries=MAX_RETRIES, num_returns=num_returns)(fn)
 
     def wait(self, refs):
+        """The references among ``refs`` that are ready, once at least one is."""
         ready, _ = self.ray.wait(list(refs), num_returns=1)
         return ready
 
@@ -284,7 +286,7 @@ def encode(tok: Tokenizer, source, out_dir, *, address: str | None = None, num_w
            _shuffle: int | None = None) -> dict:
     """Encodes ``source`` (paths, as for :func:`count`) with ``tok`` on a
     Ray cluster into ``out_dir``: ``shard-NNNNN.bin`` files and
-    ``manifest.json`` (see README, "Past one machine: Ray"); returns the
+    ``manifest.json`` (docs/formats.md, "The shard manifest"); returns the
     manifest. ``separator``: the id between documents (default ``"eot"``:
     the tokenizer's ``<|endoftext|>``; None: nothing). ``resume``: keep the
     shards a previous run completed (same input, same tokenizer, checksum

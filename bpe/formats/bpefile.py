@@ -1,4 +1,4 @@
-"""The tokenizer file: one versioned, checksummed text file (README: "File format").
+"""The tokenizer file: one versioned, checksummed text file (docs/formats.md#the-tokenizer-file-bpe).
 
     bpe-tokenizer v1
     pattern "<the split regex, as JSON>"

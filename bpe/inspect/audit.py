@@ -1,6 +1,6 @@
 """`bpe audit`: tokens of a vocabulary that will behave badly in a model.
 
-Categories (the README's *Auditing a vocabulary* gives the same):
+Categories (docs/inspect.md#bpe-audit gives the same):
 
 - **unreachable by merging** (no corpus needed): a token of two or more
   bytes that merging its own bytes, lowest rank first from single bytes

@@ -2,7 +2,7 @@
 
 Every figure of a row is computed here from the text and its token ids;
 encoding itself happens in the Rust core (``bpe/inspect/compare.py`` calls it). The
-definitions, also in the README (*Comparing tokenizers*):
+definitions, also in docs/inspect.md#bpe-compare:
 
 - **word**: a maximal run of characters that are not Unicode ``White_Space``
   (the 25 code points below; what ``str.split()`` splits on, except that

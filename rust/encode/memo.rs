@@ -67,7 +67,7 @@ pub struct Memo {
     /// tables need no clearing, their size is fixed, and the memo's starting
     /// afresh leaves them as they are (their ids are still right). Empty
     /// until `ready`. (`front.rs`, `Encoder::encode_with_front`; why two
-    /// tables, and every chunk of 1-2 bytes too: docs/performance.md, "The
+    /// tables, and every chunk of 1-2 bytes too: docs/dev/performance.md, "The
     /// hot loop".)
     front: Vec<Front>,
     short_front: Vec<ShortFront>,
@@ -235,7 +235,7 @@ impl Memo {
     /// languages at a time, the old chunks are rarely found again (~2-15%
     /// of an epoch's chunks, against 40-57% on English), and a larger memo
     /// only made every look-up and insert slower (measured in
-    /// docs/performance.md, "The memo's growth").
+    /// docs/dev/performance.md, "The memo's growth").
     #[inline]
     pub fn insert(&mut self, chunk: &[u8], ids: &[Rank]) {
         let ids_full = self.ids.len() + ids.len() > Self::MAX_IDS;

@@ -262,7 +262,7 @@ impl<'a> Parser<'a, '_> {
 /// `b`: sixteen bytes at a time with SSE2 (every x86-64 has it), then eight
 /// at a time. Text with a newline in every line of 70 bytes (`\n` escapes)
 /// has a special byte every ~70 bytes: SSE2 took parsing from 5.2% to ~3.5%
-/// of counting `.jsonl.zst` shards (docs/performance.md, "Reading records").
+/// of counting `.jsonl.zst` shards (docs/dev/performance.md, "Reading records").
 #[inline]
 fn next_special(b: &[u8]) -> Option<usize> {
     let mut i = 0;

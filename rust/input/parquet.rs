@@ -8,7 +8,7 @@
 //! back (one reader thread, one Rust call per 64 MB batch whose counts were
 //! then merged into the total on one core), and each fresh 64 MB batch
 //! page-faulted in: training from Parquet took 1.5x the time of the same
-//! text as a plain file, and ~500 MB of memory (docs/performance.md,
+//! text as a plain file, and ~500 MB of memory (docs/dev/performance.md,
 //! "Reading records").
 //!
 //! The column is named as a JSON Lines field is: `text`, or `meta.body`

@@ -24,7 +24,7 @@ use super::{json_fast, json_serde, name};
 pub const BATCH_BYTES: usize = 8 << 20;
 
 /// The longest line (one record) held: a longer one is a bad record, so
-/// that memory stays bounded whatever the file holds (README, "Limits").
+/// that memory stays bounded whatever the file holds (docs/errors.md, "Limits").
 pub const MAX_RECORD_BYTES: usize = 256 << 20;
 
 /// A batch of documents: their texts one after another in `text`, document

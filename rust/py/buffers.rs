@@ -4,7 +4,7 @@
 //!
 //! **Why:** copying 10 MB of ids into a fresh bytearray costs a page fault
 //! per 4 KiB of it plus the copy; for `encode_to_numpy` on 10 MB of English
-//! that was a tenth of the call (see docs/performance.md, "Ids to numpy").
+//! that was a tenth of the call (see docs/dev/performance.md, "Ids to numpy").
 //!
 //! **Safety.** The buffer points into `ids`, which is never resized or
 //! dropped while the `IdBuffer` lives, and every view holds a reference to

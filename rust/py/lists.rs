@@ -5,7 +5,7 @@
 //! Python. Each list names the shared ints of `CoreBPE` (one per id), is made
 //! empty, given room for its items, and written by the threads that encoded
 //! its ids, which also count how often they name each id; the references are
-//! then counted once per id, not once per item (see docs/performance.md,
+//! then counted once per id, not once per item (see docs/dev/performance.md,
 //! "Lists of ids").
 //!
 //! **Safety.** A list from [`empty_list`] is ours alone until we return it:
@@ -32,7 +32,7 @@ use crate::vocab::Rank;
 /// Made as [`fill_lists`] makes a batch's lists (`give_room`, then the
 /// items, and past one id per vocabulary entry, the references counted from
 /// a tally), not with `PyList::new`, which raised each int's count once per
-/// item (see docs/performance.md, "Lists of ids").
+/// item (see docs/dev/performance.md, "Lists of ids").
 #[cfg(not(Py_GIL_DISABLED))]
 pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) -> PyResult<Bound<'py, PyList>> {
     let list = empty_list(py)?;
@@ -189,7 +189,7 @@ pub(super) fn bytearray_of_width<'py, T: Copy + Into<u64>>(
 /// Token ids from Python. A list (what `encode` returns) is read item by
 /// item through borrowed references: pyo3's generic `Vec<u32>` extraction
 /// iterates it (a new reference, so a reference-count write, per item,
-/// which cost more than the look-ups: docs/performance.md, "Reading ids").
+/// which cost more than the look-ups: docs/dev/performance.md, "Reading ids").
 /// Anything else goes through the generic path. Errors are pyo3's (OverflowError for a
 /// negative or too large int, TypeError for a non-int, and for a bool here);
 /// Python names the id.
@@ -235,7 +235,7 @@ pub(super) fn ids_of(ids: &Bound<'_, PyAny>) -> PyResult<Vec<Rank>> {
 /// in a loop keeps the last result alive during the next call; a pipeline
 /// gathering ids keeps them all) has the collector read every id again and
 /// again; a thousand new lists set off a collection of young objects, so
-/// `encode_batch` paid for it (docs/performance.md, "Untracked lists").
+/// `encode_batch` paid for it (docs/dev/performance.md, "Untracked lists").
 /// A list of ints can be part of no cycle, so the collector has nothing to
 /// find in it. CPython untracks its tuples and dicts of atomic items for the
 /// same reason; it cannot do it for lists, which may later get anything.
@@ -337,7 +337,7 @@ fn count_references(_: Python<'_>, ints: &[Py<PyAny>], tally: &[usize]) {
 /// ~1 ns a reference on Python 3.12+, whose `Py_INCREF` checks at each step
 /// that the object is not immortal (a compiler cannot fold those steps into
 /// one addition, as it does 3.11's `+= 1`): under the GIL, after the
-/// threads are done (docs/performance.md, "Lists of ids"). One `Py_INCREF`
+/// threads are done (docs/dev/performance.md, "Lists of ids"). One `Py_INCREF`
 /// tells whether the object is immortal (its count does not move: Python's
 /// small ints since 3.12); a mortal object's count is then set to the sum
 /// `Py_INCREF` would have reached: the count is the object's first field, a

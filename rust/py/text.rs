@@ -5,7 +5,7 @@
 //! CPython on first request, in a loop of ~500 MB/s: 19 ms for 10 MB of
 //! English books (a UCS-2 `str`: one curly quote is enough), about a quarter
 //! of encoding it. `simdutf` converts latin-1, UTF-16 and UTF-32 with the
-//! widest SIMD the CPU has, non-ASCII text too (see docs/performance.md,
+//! widest SIMD the CPU has, non-ASCII text too (see docs/dev/performance.md,
 //! "str to UTF-8").
 //!
 //! **Exactness:** the bytes are the UTF-8 of the same code points. A `str`

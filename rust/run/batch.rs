@@ -12,7 +12,7 @@ use crate::vocab::Rank;
 
 /// The runs of neighbouring documents (texts of `sizes` bytes) that the
 /// threads take in turn, each encoding its runs with one memo of merged
-/// chunks (see docs/performance.md, "encode_batch"). About sixteen runs per
+/// chunks (see docs/dev/performance.md, "encode_batch"). About sixteen runs per
 /// thread, of at most 1 MiB: the threads' loads even out to within a
 /// sixteenth (with four per thread, 16 threads were busy 9.6 cores' worth
 /// of the batch on a 16-core machine, the last runs left to a few threads).

@@ -298,7 +298,7 @@ mod tests {
     }
 
     /// The merge loop on a rayon pool equals it on the calling thread. (Small
-    /// enough for Miri, which runs it: see README, "Reliability".)
+    /// enough for Miri, which runs it: see docs/reliability.md, "Concurrency".)
     #[test]
     fn merging_on_a_pool() {
         let counts: train::ChunkCounts = [("abab", 3u64), ("ab", 5), ("bcbc", 2), ("ca", 1)]
@@ -320,7 +320,7 @@ mod tests {
 
     /// One encoder used by several threads at once, and counting on a rayon
     /// pool, give the sequential results (also run under ThreadSanitizer: see
-    /// README, "Reliability"; too slow for Miri, which spends minutes
+    /// docs/reliability.md, "Concurrency"; too slow for Miri, which spends minutes
     /// compiling the regexes).
     #[test]
     #[cfg_attr(miri, ignore)]

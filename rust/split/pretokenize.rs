@@ -179,7 +179,7 @@ impl Splitter {
 //   * Nothing looks behind or uses `^`, so matching from `p` in a segment is
 //     matching from `p` in the whole text.
 // For custom patterns no such proof exists: texts are only cut when streaming
-// files (documented in README), never in `pretokenize`.
+// files (docs/training.md#safe-cut-points), never in `pretokenize`.
 
 //
 // Inside a line there is a second kind of safe cut, used when a block of a

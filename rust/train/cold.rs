@@ -43,7 +43,7 @@ pub(super) fn low(class: usize) -> i64 {
 /// pairs holding that id are thawed first.
 ///
 /// **Why:** merging makes about a pair per word, and few of them ever come
-/// near the top (docs/performance.md, "Cold pairs"). Here each takes 12 bytes
+/// near the top (docs/dev/performance.md, "Cold pairs"). Here each takes 12 bytes
 /// (pair and list, no count: its class is where it is kept), in blocks of
 /// [`COLD_BLOCK`] (no doubling copy), and the map keeps only the pairs that
 /// may win soon. A cold pair costs nothing when its words are merged either.
@@ -245,7 +245,7 @@ impl Lists {
     /// kill a few lists each, often. Why give the end back: space once
     /// written stays resident while the array keeps its capacity; shrinking
     /// the array instead would copy it, raising the peak. (Both measured:
-    /// docs/performance.md, "Sliding the word lists".)
+    /// docs/dev/performance.md, "Sliding the word lists".)
     ///
     /// The lists are those of the pairs in the map and of the cold ones.
     pub(super) fn compact<S: Symbol>(

@@ -22,7 +22,7 @@ pub(super) const SEGMENT_BYTES: usize = 1 << 20;
 /// bucket from 24 to 32 bytes. Chunks of up to 7 bytes (most English words
 /// with their space) have a map of their own with a `u64` key: 16 bytes a
 /// bucket. The merge loop reads this layout directly, with no conversion.
-/// (Measurements: docs/performance.md, "Chunk counts".)
+/// (Measurements: docs/dev/performance.md, "Chunk counts".)
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChunkCounts {
     tiny: FxHashMap<u64, u64>,
@@ -162,7 +162,7 @@ pub trait Tally: Send {
     /// room: a counting thread fills the same pages again. (A fresh map
     /// per flush grew by doubling into fresh pages each time, and training
     /// gives freed memory back at once: 1 GB of text cost ~290k page faults,
-    /// ~0.8 s of kernel time of the counting's ~7 CPU-s; docs/performance.md,
+    /// ~0.8 s of kernel time of the counting's ~7 CPU-s; docs/dev/performance.md,
     /// "Reading records".)
     fn absorb(&mut self, counts: &mut ChunkCounts) -> Result<(), String>;
 

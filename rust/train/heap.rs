@@ -21,7 +21,7 @@ use super::words::{Pair, Symbol};
 /// entries, so each entry would carry its own references to both tokens'
 /// bytes. Here entries are 16 bytes (24 with u32 symbols) and comparisons
 /// read the vocabulary only when counts and left-token prefixes tie (see
-/// docs/performance.md, "The pair heap").
+/// docs/dev/performance.md, "The pair heap").
 pub(super) struct PairHeap<S> {
     pub(super) items: Vec<Entry<S>>,
     /// The number of entries after the last rebuild.

@@ -13,7 +13,7 @@ use super::words::{Pair, NO_WORD};
 /// symbols: the map's buckets can be the largest single item of memory.
 /// Most lists are short, so up to two word ids live in the record itself,
 /// and longer lists in the shared [`Lists`] arena. (Earlier layouts and
-/// their cost: docs/performance.md, "Pair records".)
+/// their cost: docs/dev/performance.md, "Pair records".)
 #[derive(Clone, Copy, Default)]
 pub(super) struct PairInfo {
     /// The count over all words, as (low, high) halves of an `i64`: see above.
@@ -61,7 +61,7 @@ impl PairInfo {
 /// followed by `w + 1` itself, for a word that comes before the last (see
 /// below). The ids of a pair's words are a few hundred apart for frequent
 /// pairs (one byte), and a few thousand for the rest (two): less than half
-/// the bytes of `u32` ids (docs/performance.md, "Word lists").
+/// the bytes of `u32` ids (docs/dev/performance.md, "Word lists").
 ///
 /// **Why sorted:** the byte pairs' lists are written in word order, and a
 /// merge visits its words in the order of its list and gives each of its new

@@ -28,7 +28,7 @@ const READ_BYTES: usize = SEGMENT_BYTES;
 /// per core (as many as rayon's pool has) lexes and counts the segments it
 /// hands them through a short queue, so the cores never wait for a read.
 /// Memory: a few segments in flight plus the counts. (What it replaced:
-/// docs/performance.md, "Streaming files".)
+/// docs/dev/performance.md, "Streaming files".)
 pub fn count_files(
     splitter: &Splitter,
     paths: &[std::path::PathBuf],

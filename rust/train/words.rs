@@ -8,7 +8,7 @@ use super::count::ChunkCounts;
 /// A token id inside the merge loop: `u16` while the vocabulary fits in 16
 /// bits (targets up to 65,536 tokens: GPT-2's 50k and most trained
 /// vocabularies), else `u32`: the word buffer is the loop's largest array,
-/// and heap entries shrink with it (docs/performance.md, "Symbols").
+/// and heap entries shrink with it (docs/dev/performance.md, "Symbols").
 pub(super) trait Symbol: Copy + Eq + std::hash::Hash + Send + Sync + 'static {
     /// `id` must fit (the caller picks the type from the target size).
     fn from_id(id: u32) -> Self;
@@ -107,7 +107,7 @@ pub(super) fn new_pairs<S: Symbol>(word: &[S], new: S) -> impl Iterator<Item = P
 /// block of its own, and scatters words over the heap. Start, length and
 /// count sit together in one record because a merge visits its words in no
 /// useful order, and separate arrays cost a cache miss each (see
-/// docs/performance.md, "Words").
+/// docs/dev/performance.md, "Words").
 pub(super) struct Words<S> {
     pub(super) symbols: Vec<S>,
     pub(super) meta: Vec<Word>,

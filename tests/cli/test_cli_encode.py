@@ -224,7 +224,7 @@ def test_decode_errors_and_bytes(tmp_path, tok_path, tok):
 
 
 #: The peak memory a streamed command may use, whatever the input size. The
-#: measured peak on 200 MB (README, "Limits"): about 190 MB with GPT-2's
+#: measured peak on 200 MB (docs/errors.md, "Limits"): about 190 MB with GPT-2's
 #: vocabulary, of which ~75 MB are Python, the tokenizer and its tables, and
 #: 64 MiB the chunk cache at its cap; it was 3.7 GB before streaming.
 STREAM_MEMORY_MB = 400

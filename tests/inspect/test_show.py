@@ -1,4 +1,4 @@
-"""`bpe show` (bpe/inspect/show.py), and the README's worked token counts, checked
+"""`bpe show` (bpe/inspect/show.py), and the worked token counts of docs/inspect.md, checked
 against tiktoken."""
 
 from __future__ import annotations
@@ -92,14 +92,14 @@ def test_errors(tmp_path, aa_file):
     assert "not valid UTF-8" in assert_clean_failure(run("show", "-t", aa_file, "-f", bad, cwd=tmp_path))
 
 
-# -- the README's worked numbers ---------------------------------------------------------
+# -- docs/inspect.md's worked numbers -------------------------------------------------
 
 
-def _readme_counts() -> tuple[list[str], list[tuple[str, list[int]]]]:
-    """The table under "Worked numbers" in README.md: tokenizer names, and
+def _documented_counts() -> tuple[list[str], list[tuple[str, list[int]]]]:
+    """The table under "Worked numbers" in docs/inspect.md: tokenizer names, and
     per text its counts (the text in backticks, \\n for a newline)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("#### Worked numbers", 1)[1].split("\n#", 1)[0]
+    text = (ROOT / "docs" / "inspect.md").read_text(encoding="utf-8")
+    section = text.split("### Worked numbers", 1)[1].split("\n#", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")]
     names = [c.strip() for c in rows[0].strip("|").split("|")][1:]
     out = []
@@ -120,10 +120,10 @@ def rank_file(name: str) -> str:
     return ENCODINGS[NAMES[name]].file
 
 
-def test_readme_worked_numbers_are_tiktokens():
+def test_documented_worked_numbers_are_tiktokens():
     tiktoken = pytest.importorskip("tiktoken")
 
-    names, rows = _readme_counts()
+    names, rows = _documented_counts()
     assert len(rows) >= 4 and "Hello everyone, this is a tokenizer test." in [s for s, _ in rows]
     for name in names:
         require_vocab(rank_file(name))
@@ -133,14 +133,14 @@ def test_readme_worked_numbers_are_tiktokens():
         for sample, counts in rows:
             want = len(enc.encode_ordinary(sample))
             assert tok.encode_ordinary(sample) == enc.encode_ordinary(sample)
-            assert counts[name_index] == want, f"README says {counts[name_index]} {name} tokens for {sample!r}"
+            assert counts[name_index] == want, f"docs/inspect.md says {counts[name_index]} {name} tokens for {sample!r}"
 
 
-def test_readme_show_examples_are_what_bpe_show_prints(tmp_path):
-    """Each `$ bpe show ...` line of the README's bpe show section, run, prints
-    the line after it."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### `bpe show`", 1)[1].split("\n#", 1)[0]
+def test_documented_show_examples_are_what_bpe_show_prints(tmp_path):
+    """Each `$ bpe show ...` line of docs/inspect.md's bpe show section, run,
+    prints the line after it."""
+    text = (ROOT / "docs" / "inspect.md").read_text(encoding="utf-8")
+    section = text.split("## `bpe show`", 1)[1].split("\n#", 1)[0]
     lines = section.splitlines()
     examples = [(lines[k][2:], lines[k + 1]) for k in range(len(lines) - 1) if lines[k].startswith("$ bpe show ")]
     assert len(examples) >= 3

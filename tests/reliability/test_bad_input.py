@@ -1,4 +1,4 @@
-"""Reliability (README: "Reliability"), 2. Bad input: each kind of bad
+"""Reliability (docs/reliability.md), 2. Bad input: each kind of bad
 input gives a specific error, in Python and on the command line. (A line too
 long to hold is tests/reliability/test_long_lines.py's.)
 

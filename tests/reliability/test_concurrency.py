@@ -1,4 +1,4 @@
-"""Reliability (README: "Reliability"), 4. Concurrency: threads sharing
+"""Reliability (docs/reliability.md), 4. Concurrency: threads sharing
 one Tokenizer get what one thread gets.
 
 Also: tests/tokenizer/test_encode.py::test_threads_share_one_tokenizer

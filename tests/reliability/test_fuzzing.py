@@ -1,4 +1,4 @@
-"""Reliability (README: "Reliability"), 1. Fuzzing and 5. what ``load``
+"""Reliability (docs/reliability.md), 1. Fuzzing and 5. what ``load``
 refuses: hypothesis for the file parser, the Python API and the CLI's argument
 handling; the cargo-fuzz targets' kept inputs are replayed by `cargo test`
 (rust/fuzzing.rs); each kind of bad tokenizer file gets its own error.

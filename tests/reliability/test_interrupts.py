@@ -1,4 +1,4 @@
-"""Reliability (README: "Reliability"), 3. No crash, no loss: a panic in
+"""Reliability (docs/reliability.md), 3. No crash, no loss: a panic in
 the Rust core is a Python exception, a process killed with SIGKILL during a
 save leaves the previous file, Ctrl-C returns control promptly and leaves no
 file behind.

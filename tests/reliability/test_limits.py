@@ -1,5 +1,5 @@
-"""Reliability (README: "Reliability"), 6. Limits: the documented limits
-(README: "Limits") are the code's, and hold.
+"""Reliability (docs/reliability.md), 6. Limits: the documented limits
+(docs/errors.md, "Limits") are the code's, and hold.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from bpe._util.vocab import MAX_ID
 from conftest import ROOT
 
 
-def test_limits_in_readme_match_the_code():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    limits = readme[readme.index("## Limits"):]
+def test_documented_limits_match_the_code():
+    page = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    limits = page[page.index("## Limits"):]
     assert f"{MAX_ID:,}" in limits
     assert f"{bpe.data.dataset.MAX_UNCUT_BYTES >> 20} MiB" in limits
     limits_rs = (ROOT / "rust" / "limits.rs").read_text(encoding="utf-8")

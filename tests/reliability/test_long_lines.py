@@ -1,4 +1,4 @@
-"""Reliability (README: "Reliability"), 2. Bad input and 3. No loss: a
+"""Reliability (docs/reliability.md), 2. Bad input and 3. No loss: a
 single very long line. Refused at once when it is binary, refused after
 64 MiB when it has no point where it can be cut, and streamed in bounded
 memory, with the ids of the whole line, when it has.

@@ -319,7 +319,7 @@ def test_min_frequency_drops_exactly_the_rare_chunks(tmp_path):
 
 #: What a capped `bpe count` may use beyond --max-memory: Python with bpe
 #: imported (20 MB), the segments in flight and the counting threads' own
-#: maps. Measured on 2 cores: cap + 34 MB at 64M, cap + 38 MB at 16M (README,
+#: maps. Measured on 2 cores: cap + 34 MB at 64M, cap + 38 MB at 16M (docs/errors.md,
 #: "Limits").
 CAP_SLACK_MB = 50
 

@@ -22,14 +22,14 @@
 //! scans of `split/ascii.rs`) that decide most chunks of English and code from one
 //! or two bytes and scan ASCII runs 8 bytes at a time; everything else takes
 //! the general path here, character by character with the full table. See
-//! docs/performance.md, "Lexing, ASCII fast paths".
+//! docs/dev/performance.md, "Lexing, ASCII fast paths".
 //!
 //! On x86_64, `Lexer::for_each_chunk` runs the mask lexer
 //! (`split/lexer/mask/mod.rs`) over them: it finds the chunk starts of 64 bytes at once with SIMD and
 //! bit algebra wherever it can decide them (ASCII, and the commonest longer
 //! characters of English), and hands everything else to these lexers, the
 //! "exact lexers", chunk by chunk. The chunks are the same; 3-4 times
-//! faster on English and code. See docs/performance.md, "Lexing, mask
+//! faster on English and code. See docs/dev/performance.md, "Lexing, mask
 //! lexer".
 
 use std::sync::OnceLock;

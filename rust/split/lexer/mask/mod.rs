@@ -45,7 +45,7 @@
 //! bytes, the exact lexer runs alone for a while (`SCALAR_STRETCH`), so such
 //! text pays for a window only every few hundred bytes.
 //!
-//! Measurements: docs/performance.md, "Lexing, mask lexer".
+//! Measurements: docs/dev/performance.md, "Lexing, mask lexer".
 
 mod classify;
 mod rules;
