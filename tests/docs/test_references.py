@@ -147,3 +147,16 @@ def test_benchmark_results_that_are_cited_exist():
             if not (ROOT / "benchmarks" / "results" / name).is_file():
                 problems.append(f"{path.relative_to(ROOT)}: benchmarks/results/{name} does not exist")
     assert not problems, "\n".join(problems)
+
+
+def test_paths_named_in_the_pages_exist():
+    """A file or folder of the repository that a page names (`rust/encode/memo.rs`,
+    `tests/reliability/`) is there: pages follow the code when it moves."""
+    problems = []
+    named = re.compile(r"(?<![\w/.~-])((?:bpe|rust|tests|benchmarks|examples|fuzz|corpora|requirements|docs)/[\w./-]*[\w/])")
+    for path in _files(("README.md", "CONTRIBUTING.md", "docs/**/*.md")):
+        for name in set(named.findall(path.read_text(encoding="utf-8"))):
+            # bpe/_core.pyi may be named as the module; examples/profile as the program.
+            if not any((ROOT / n).exists() for n in (name, name + "i", name + ".rs")):
+                problems.append(f"{path.relative_to(ROOT)}: {name}")
+    assert not problems, "no such file or folder:\n" + "\n".join(sorted(problems))
