@@ -31,6 +31,7 @@ from bpe._tokenizer.interop import Interop
 from bpe._tokenizer.offsets import Measuring
 from bpe._tokenizer.pretrained import Pretrained
 from bpe._tokenizer.reshape import Reshaping
+from bpe._tokenizer.superbpe import SuperBPE
 from bpe._tokenizer.tiktoken_api import TiktokenSurface
 from bpe._tokenizer.training import Training
 from bpe._util.files import PathLike, atomic_write_text
@@ -54,6 +55,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         special_tokens: dict[str, int] | None = None,
         *,
         ranks: dict[bytes, int] | None = None,
+        superbpe: SuperBPE | tuple[int, str] | None = None,
     ):
         """Build from a merge list or from ranks.
 
@@ -65,6 +67,10 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         ``ranks``: instead of merges, a tiktoken-style ``{token bytes: rank}``
         (ids are the ranks; they may have holes). The merge list is recovered
         from the ranks when something needs it (see :attr:`merges`).
+
+        ``superbpe``: ``(transition, stage-1 pattern)`` for a SuperBPE
+        vocabulary (``bpe/_tokenizer/superbpe.py``; ``pattern`` is then the
+        second stage's); it needs ``merges``.
         """
         self.pattern = resolve_pattern(pattern)
         if not isinstance(merges, Iterable):
@@ -84,22 +90,45 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         else:
             self.vocab, self._merges = replay(merges)
         self._from_merges = ranks is None
+        self.superbpe = self._check_superbpe(superbpe)
         self._set_special_tokens_and_core(special_tokens)
 
+    def _check_superbpe(self, superbpe) -> SuperBPE | None:
+        """``superbpe=`` of the constructor, checked against the vocabulary."""
+        if superbpe is None:
+            return None
+        if not self._from_merges:
+            raise ValueError("a SuperBPE vocabulary is encoded with its merge list: give merges, not ranks")
+        try:
+            transition, pattern = superbpe
+        except (TypeError, ValueError):
+            raise TypeError("superbpe must be (transition, stage-1 pattern)") from None
+        if isinstance(transition, bool) or not isinstance(transition, int):
+            raise TypeError(f"superbpe's transition must be an int (an id), not {type(transition).__name__}")
+        top = max(self.vocab) + 1
+        if not 256 <= transition <= top:
+            raise ValueError(f"superbpe's transition {transition} is not an id of this vocabulary (256..{top})")
+        return SuperBPE(transition, resolve_pattern(pattern))
+
     @classmethod
-    def _trained(cls, vocab, merges, pattern, special_tokens, make_core) -> "Tokenizer":
+    def _trained(cls, vocab, merges, pattern, special_tokens, make_core, superbpe=None) -> "Tokenizer":
         """A Tokenizer from the trainer's own output (vocab and merges
         consistent by construction), skipping the merge replay of __init__;
         ``make_core(special_tokens)`` builds the encoder."""
         self = cls.__new__(cls)
         self.pattern, self.vocab, self._merges, self._from_merges = pattern, vocab, merges, True
+        self.superbpe = superbpe
         self._set_special_tokens_and_core(special_tokens, make_core)
         return self
 
     def _set_special_tokens_and_core(self, special_tokens, make_core=None) -> None:
         self.special_tokens: dict[str, int] = check_assigned(special_tokens, self.vocab)
         check_id_range(self.vocab, self.special_tokens)
-        if make_core is None:
+        if make_core is None and self.superbpe is not None:
+            merges = [(left, right, new) for (left, right), new in self._merges.items()]
+            stages = (self.superbpe.pattern, self.superbpe.transition, merges)
+            self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, stages)
+        elif make_core is None:
             self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern)
         else:
             self._core = make_core(self.special_tokens)
@@ -176,6 +205,8 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
     def __reduce__(self):
         # The name goes too, when one was given (the default is derived).
         state = {"_name": self._name} if self.__dict__.get("_name") is not None else None
+        if self.superbpe is not None:
+            return (_superbpe, (self.merges, self.pattern, self.special_tokens, tuple(self.superbpe)), state)
         if self._from_merges:
             return (Tokenizer, (self.merges, self.pattern, self.special_tokens), state)
         return (_from_ranks, (self._ranks(), self.pattern, self.special_tokens), state)
@@ -188,9 +219,14 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
             and self.vocab == other.vocab
             and self.pattern == other.pattern
             and self.special_tokens == other.special_tokens
+            and self.superbpe == other.superbpe
         )
 
     __hash__ = None  # mutable state
+
+
+def _superbpe(merges, pattern, special_tokens, superbpe) -> Tokenizer:
+    return Tokenizer(merges, pattern, special_tokens, superbpe=superbpe)
 
 
 def _from_ranks(ranks, pattern, special_tokens) -> Tokenizer:

@@ -122,6 +122,10 @@ class Reshaping:
         if not self._from_merges:
             return type(self)(pattern=self.pattern, special_tokens=specials,
                               ranks={b: i for i, b in vocab.items()})
+        superbpe, pattern = self.superbpe, self.pattern
+        if superbpe is not None and max(vocab) < superbpe.transition:
+            # Cut back into the first stage: ordinary BPE with its pattern.
+            superbpe, pattern = None, superbpe.pattern
         if len(vocab) == len(self.vocab):
             merges = dict(self.merges)
         else:
@@ -133,7 +137,7 @@ class Reshaping:
                     merges[pair] = new
                     if new == last:
                         break
-        return type(self)._trained(vocab, merges, self.pattern, specials, None)
+        return type(self)._trained(vocab, merges, pattern, specials, None, superbpe)
 
     # -- extending ----------------------------------------------------------
 
@@ -141,12 +145,15 @@ class Reshaping:
     def _as_base(cls: type[T], base) -> T:
         """``base=`` of ``train``: a Tokenizer, or what ``-t`` takes (a
         tokenizer file, or a name such as ``cl100k``)."""
-        if isinstance(base, cls):
-            return base
         if isinstance(base, (str, os.PathLike)):
-            return load_spec(cls, os.fspath(base))
-        raise TypeError(f"base must be a Tokenizer, a tokenizer file or a name such as 'cl100k', "
-                        f"not {type(base).__name__}")
+            base = load_spec(cls, os.fspath(base))
+        if not isinstance(base, cls):
+            raise TypeError(f"base must be a Tokenizer, a tokenizer file or a name such as 'cl100k', "
+                            f"not {type(base).__name__}")
+        if base.superbpe is not None:
+            raise ValueError("extending a SuperBPE vocabulary is not supported: train it again with a larger "
+                             "vocab_size (superbpe= keeps its transition)")
+        return base
 
     @staticmethod
     def _base_plan(base, vocab_size: int, special_tokens) -> tuple[int, list[str]]:

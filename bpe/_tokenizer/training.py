@@ -4,9 +4,11 @@ Rust: ``rust/train/``)."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import TYPE_CHECKING, Collection, Iterable, Sequence, overload
 
+from bpe._tokenizer.superbpe import STAGE2_PATTERN, SUPERWORD_WORDS, SuperBPE
 from bpe._util.patterns import resolve_pattern
 from bpe._util.specials import ENDOFTEXT, check_special_tokens
 from bpe._util.vocab import MAX_ID, MAX_VOCAB_SIZE
@@ -44,6 +46,7 @@ class Training:
         max_memory: int | str | None = ...,
         min_frequency: int | None = ...,
         base: "Tokenizer | PathLike | None" = ...,
+        superbpe: int | None = ...,
     ) -> "Tokenizer": ...
 
     @overload
@@ -61,6 +64,7 @@ class Training:
         max_memory: int | str | None = ...,
         min_frequency: int | None = ...,
         base: "Tokenizer | PathLike | None" = ...,
+        superbpe: int | None = ...,
     ) -> "list[Tokenizer]": ...
 
     @classmethod
@@ -77,6 +81,7 @@ class Training:
         max_memory: int | str | None = None,
         min_frequency: int | None = None,
         base: "Tokenizer | PathLike | None" = None,
+        superbpe: int | None = None,
     ) -> "Tokenizer | list[Tokenizer]":
         """Learns a byte-level BPE vocabulary of ``vocab_size`` tokens.
 
@@ -126,8 +131,24 @@ class Training:
         used (a different ``pattern=`` is an error) and its special tokens
         kept, each at its id unless a new token needs that id (then at the
         first free ids after the new tokens); ``special_tokens`` adds more.
+
+        ``superbpe``: train a SuperBPE vocabulary (Liu et al., 2025): ordinary
+        BPE up to ``superbpe`` tokens (counted as ``vocab_size`` is), then on
+        to ``vocab_size`` with merges that may cross spaces (superwords, at
+        most 4 words each); see bpe/_tokenizer/superbpe.py. The corpus is
+        read twice, so ``source`` must not be a one-pass iterator.
         """
         options = SourceOptions(text_field=text_field, skip_bad=skip_bad)
+        if superbpe is not None:
+            if base is not None:
+                raise ValueError("superbpe= trains from bytes; it does not go with base=")
+            if isinstance(vocab_size, (list, tuple)):
+                return cls._train_sizes(source, list(vocab_size), pattern=pattern, special_tokens=special_tokens,
+                                        progress=progress, text_field=text_field, skip_bad=skip_bad,
+                                        max_memory=max_memory, min_frequency=min_frequency, base=None,
+                                        superbpe=superbpe)
+            return cls._train_superbpe(source, vocab_size, superbpe, resolve_pattern(pattern or "gpt4"),
+                                       special_tokens, progress, options, max_memory, min_frequency)
         if base is not None:
             base = cls._as_base(base)
             if pattern is not None and resolve_pattern(pattern) != base.pattern:
@@ -175,6 +196,43 @@ class Training:
                 cls._training_args(v, specials, None)
         largest = cls.train(source, max(sizes), **kw)
         return [largest._resized(v, base, specials) for v in sizes]
+
+    @classmethod
+    def _train_superbpe(cls, source, vocab_size, transition_size, pattern, special_tokens, progress, options,
+                        max_memory, min_frequency) -> "Tokenizer":
+        """``train(..., superbpe=transition_size)``: stage 1, then stage 2 on
+        counts made with the stage-2 pattern (bpe/_tokenizer/superbpe.py)."""
+        specials, progress = cls._training_args(vocab_size, special_tokens, progress)
+        if isinstance(transition_size, bool) or not isinstance(transition_size, int):
+            raise TypeError(f"superbpe must be an int (the vocabulary size of stage 1), not "
+                            f"{type(transition_size).__name__}")
+        if not 256 + len(specials) <= transition_size < vocab_size:
+            raise ValueError(f"superbpe={transition_size} must be at least {256 + len(specials)} and below "
+                             f"vocab_size {vocab_size}: stage 1 trains to it, stage 2 from it to vocab_size")
+        if not isinstance(source, (str, bytes, os.PathLike)) and iter(source) is source:
+            raise ValueError("superbpe= reads the corpus twice (once per stage): give texts, paths or a list of "
+                             "them, not a one-pass iterator")
+        stage1 = cls.train(source, transition_size, pattern=pattern, special_tokens=specials, progress=progress,
+                           text_field=options.text_field, skip_bad=options.skip_bad, max_memory=max_memory,
+                           min_frequency=min_frequency)
+        trainer = capped_trainer(STAGE2_PATTERN, max_memory)
+        feed_capped(trainer, source, progress, options)
+        span = max(stage1.vocab) + 1  # the first id of stage 2
+        tokens = [stage1.vocab.get(i, b"") for i in range(span)]
+        target = vocab_size - len(specials)
+        learnt = trainer.extend(stage1._core, tokens, target, progress, check_min_frequency(min_frequency),
+                                SUPERWORD_WORDS)
+        vocab, merges = dict(stage1.vocab), dict(stage1.merges)
+        for left, right, made in learnt:
+            if made not in vocab:  # (else a merge that made a token again)
+                vocab[made] = vocab[left] + vocab[right]
+            merges[(left, right)] = made
+        end = max(vocab) + 1
+        if end < target:
+            warnings.warn(f"the corpus ran out of pairs to merge: the vocabulary has {end + len(specials)} tokens, "
+                          f"not the {vocab_size} asked for", stacklevel=3)
+        placed = {s: end + k for k, s in enumerate(specials)}
+        return cls._trained(vocab, merges, STAGE2_PATTERN, placed, None, SuperBPE(span, stage1.pattern))
 
     @classmethod
     def train_from_counts(

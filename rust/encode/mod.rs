@@ -35,6 +35,7 @@ mod merge;
 mod memo;
 mod front;
 mod extra;
+mod superword;
 
 use chars::Chars;
 use pairs::Pairs;
@@ -43,6 +44,7 @@ pub use extra::{Segment, SplitMix};
 
 pub use memo::{CacheInfo, Memo, MemoPool, PooledMemo, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
 use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
+use superword::Superword;
 
 /// The bytes that all of `tokens` start with (none for no tokens).
 fn common_prefix(tokens: &[String]) -> &[u8] {
@@ -99,6 +101,9 @@ pub struct Encoder {
     special_regex: Option<regex::Regex>,
     /// The memos of finished calls (see `memo.rs`): the chunk cache.
     memos: MemoPool,
+    /// A SuperBPE vocabulary's first stage (see `superword.rs`); `None` for
+    /// ordinary BPE.
+    superword: Option<Box<Superword>>,
 }
 
 impl Encoder {
@@ -186,7 +191,33 @@ impl Encoder {
             Some(regex::Regex::new(&alternation.join("|")).map_err(|e| e.to_string())?)
         };
         let memos = MemoPool::new(DEFAULT_CACHE_BYTES);
-        Ok(Encoder { vocab, chars, pairs, specials, decoder, splitter, special_regex, memos })
+        Ok(Encoder { vocab, chars, pairs, specials, decoder, splitter, special_regex, memos, superword: None })
+    }
+
+    /// A SuperBPE encoder (see `superword.rs`): `ranks` and `specials` as for
+    /// [`Encoder::new`], `merges` every merge in order as `(left, right,
+    /// new)`, `splitter` the second stage's pattern (its chunks are encoded
+    /// whole), `stage1` the first stage's, and `transition` the first id of
+    /// the second stage.
+    pub fn superbpe(
+        ranks: FxHashMap<Vec<u8>, Rank>,
+        specials: FxHashMap<String, Rank>,
+        merges: &[(Rank, Rank, Rank)],
+        splitter: Splitter,
+        stage1: Splitter,
+        transition: Rank,
+    ) -> Result<Self, String> {
+        let first: FxHashMap<Vec<u8>, Rank> =
+            ranks.iter().filter(|(_, &id)| id < transition).map(|(b, &id)| (b.clone(), id)).collect();
+        let stage1 = Encoder::with_splitter(first, FxHashMap::default(), stage1)?;
+        let mut enc = Encoder::with_splitter(ranks, specials, splitter)?;
+        enc.superword = Some(Box::new(Superword::new(stage1, merges, transition)));
+        Ok(enc)
+    }
+
+    /// Whether this is a SuperBPE encoder.
+    pub fn is_superbpe(&self) -> bool {
+        self.superword.is_some()
     }
 
     pub fn splitter(&self) -> &Splitter {
@@ -227,6 +258,9 @@ impl Encoder {
     fn merge_chunk(&self, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
         if chunk.is_empty() {
             return Ok(());
+        }
+        if let Some(sw) = &self.superword {
+            return self.merge_superword(sw, chunk, out);
         }
         let mut missing = None;
         let mut push = |start: usize, end: usize, rank: Rank| {
@@ -331,7 +365,7 @@ impl Encoder {
         // Texts that are long together get the memo's front tables, as one
         // long text does: one by one, the texts of a batch (~10 KB each in
         // the benchmark's) were each too short for them, so a batch with
-        // fresh memos went without (docs/dev/performance.md, "encode_batch").
+        // fresh memos went without (docs/performance.md, "encode_batch").
         if texts.iter().map(|t| t.len()).sum::<usize>() >= front::FRONT_TEXT {
             memo.ready();
         }

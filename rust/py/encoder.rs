@@ -14,6 +14,7 @@ use super::text::{utf8, utf8_all};
 use crate::encode::Encoder;
 use crate::run::batch;
 use crate::run::pieces;
+use crate::split::pretokenize::Splitter;
 use crate::vocab::Rank;
 
 /// An encoder: vocabulary (bytes -> rank), special tokens and split pattern.
@@ -22,7 +23,7 @@ pub(super) struct CoreBPE {
     pub(super) enc: Encoder,
     /// One Python int per id, made on first use and shared by every list we
     /// return: a fresh int per token (an allocation, and a free when the list
-    /// dies) cost more than the encoding (see docs/dev/performance.md, "Shared
+    /// dies) cost more than the encoding (see docs/performance.md, "Shared
     /// ints"). (Python itself shares ints -5..256.)
     ints: GILOnceCell<Box<[Py<PyAny>]>>,
 }
@@ -85,7 +86,7 @@ impl CoreBPE {
     /// The ids of `text` with `allowed` special tokens, or the leftmost of
     /// `disallowed` in it. One UTF-8 of the text serves the search and the
     /// encoding: made twice (a search call, then an encode call) it was a
-    /// tenth of `encode_to_numpy` on 10 MB of English (docs/dev/performance.md,
+    /// tenth of `encode_to_numpy` on 10 MB of English (docs/performance.md,
     /// "str to UTF-8").
     fn checked_ids(
         &self,
@@ -119,16 +120,40 @@ impl CoreBPE {
     }
 }
 
+/// SuperBPE's first stage, from Python: (its pattern, the transition, every
+/// merge in order as `(left, right, new)`).
+type Stages = (String, Rank, Vec<(Rank, Rank, Rank)>);
+
 #[pymethods]
 impl CoreBPE {
+    /// An encoder for `ranks` (token bytes -> id), `special_tokens` and the
+    /// split `pattern`. With `superbpe = (stage-1 pattern, transition,
+    /// merges)`, a SuperBPE encoder (`encode/superword.rs`): `pattern` is the
+    /// second stage's, `merges` every merge in order as `(left, right, new)`.
     #[new]
-    fn new(ranks: &Bound<'_, PyDict>, special_tokens: FxHashMap<String, Rank>, pattern: &str) -> PyResult<Self> {
+    #[pyo3(signature = (ranks, special_tokens, pattern, superbpe=None))]
+    fn new(
+        py: Python<'_>,
+        ranks: &Bound<'_, PyDict>,
+        special_tokens: FxHashMap<String, Rank>,
+        pattern: &str,
+        superbpe: Option<Stages>,
+    ) -> PyResult<Self> {
         let mut r: FxHashMap<Vec<u8>, Rank> = FxHashMap::default();
         r.reserve(ranks.len());
         for (k, v) in ranks.iter() {
             r.insert(k.downcast::<PyBytes>()?.as_bytes().to_vec(), v.extract::<Rank>()?);
         }
-        Ok(CoreBPE { enc: guard(|| Encoder::new(r, special_tokens, pattern))?, ints: GILOnceCell::new() })
+        let enc = match superbpe {
+            None => guard(|| Encoder::new(r, special_tokens, pattern))?,
+            Some((stage1, transition, merges)) => py.allow_threads(|| {
+                guard(|| {
+                    let (p2, p1) = (Splitter::new(pattern)?, Splitter::new(&stage1)?);
+                    Encoder::superbpe(r, special_tokens, &merges, p2, p1, transition)
+                })
+            })?,
+        };
+        Ok(CoreBPE { enc, ints: GILOnceCell::new() })
     }
 
     fn encode_ordinary<'py>(&self, py: Python<'py>, text: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyList>> {
@@ -210,7 +235,7 @@ impl CoreBPE {
         // lists, empty, so that the collection of young objects they may set
         // off overlaps the other threads' encoding, and checks for Ctrl-C
         // between its runs. Then the lists are filled (`lists::fill_lists`).
-        // See docs/dev/performance.md, "encode_batch".
+        // See docs/performance.md, "encode_batch".
         let threads = pool.current_num_threads();
         let workers = if threads > 1 { Some(guard(|| crate::threads::pool(threads - 1))?) } else { None };
         let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), threads);

@@ -134,7 +134,7 @@ impl Trainer {
             // without one, mimalloc's short delay lets a freed buffer be reused
             // without faulting its pages in again (Parquet pages are decompressed
             // into fresh ~1 MB buffers: at once, 1 GB of them cost ~365k more page
-            // faults and ~15% more counting time; docs/dev/performance.md, "Reading records").
+            // faults and ~15% more counting time; docs/performance.md, "Reading records").
             let _free = spill.is_capped().then(crate::ReturnFreedMemory::new);
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
@@ -234,7 +234,7 @@ impl Trainer {
     /// after the ordinary ones; `encoder` hands that encoder over). That is
     /// faster than making them after the loop, at the price of memory: the
     /// dicts grow while the merge loop still holds its own (see
-    /// docs/dev/performance.md, "Training from Python").
+    /// docs/performance.md, "Training from Python").
     #[pyo3(signature = (target, progress, specials = Vec::new(), min_frequency = 1))]
     fn train<'py>(
         &mut self,
@@ -309,7 +309,11 @@ impl Trainer {
     /// with none), `target` the number of ids to reach. The counts are
     /// consumed. Returns the new merges, `(left, right, new)` in order;
     /// Python makes the tokenizer (this is not the hot path `train` is).
-    #[pyo3(signature = (base, base_tokens, target, progress, min_frequency = 1))]
+    ///
+    /// `superword_words`: SuperBPE's second stage (`train::superword_allowed`):
+    /// no token of more than that many words, nor one with ": " in it.
+    #[pyo3(signature = (base, base_tokens, target, progress, min_frequency = 1, superword_words = None))]
+    #[allow(clippy::too_many_arguments)]
     fn extend(
         &mut self,
         py: Python<'_>,
@@ -318,6 +322,7 @@ impl Trainer {
         target: usize,
         progress: bool,
         min_frequency: u64,
+        superword_words: Option<usize>,
     ) -> PyResult<Vec<(Rank, Rank, Rank)>> {
         let counts = self.take_counts(py, min_frequency)?;
         let enc = &base.enc;
@@ -332,7 +337,9 @@ impl Trainer {
                     enc.encode_chunk(bytes, out).expect("a byte-level base encodes every chunk")
                 };
                 let mut n = 0u64;
-                let learnt = train::extend_merges(counts, &base_tokens, encode, target, |_, size| {
+                let allow =
+                    superword_words.map(|w| Box::new(move |t: &[u8]| train::superword_allowed(t, w)) as train::Allow);
+                let learnt = train::extend_merges(counts, &base_tokens, encode, target, allow, |_, size| {
                     pb.set_position((size - start) as u64);
                     n += 1;
                     if n % 256 == 0 {

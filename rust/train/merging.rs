@@ -98,7 +98,7 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
     // ...and are filled in pass 2, in word order. Twice as much room again
     // is reserved for the lists of the first merges: it costs address space,
     // not memory, until they write it, and growing the array later copies it
-    // (old and new array at once: see docs/dev/performance.md, "Word lists"). If
+    // (old and new array at once: see docs/performance.md, "Word lists"). If
     // the system refuses that much address space, it is reserved as needed.
     let mut lists = Lists { arena: Vec::new(), dead: 0 };
     if lists.arena.try_reserve_exact(3 * next).is_err() {
@@ -121,12 +121,12 @@ pub(super) struct Tuning {
     /// [`Words::compact`] and [`Lists::compact`]): there is little to give back.
     pub(super) min_slide: usize,
     /// About how many pairs the heap is built with (see [`floor_for`]):
-    /// fewer save memory until the floor moves too often (docs/dev/performance.md,
+    /// fewer save memory until the floor moves too often (docs/performance.md,
     /// "Tuning").
     pub(super) heap_pairs: usize,
     /// About how many bytes of the word-list arena one pass of
     /// [`Lists::compact`] slides (see there): smaller passes lower the peak
-    /// and cost a little time (docs/dev/performance.md, "Tuning").
+    /// and cost a little time (docs/performance.md, "Tuning").
     pub(super) slide_pass: usize,
 }
 
@@ -147,7 +147,7 @@ impl Tuning {
 ///
 /// Why not every pair in the heap: pairs that occur once, half of all pairs
 /// on multilingual text, never win while one occurring twice exists, and
-/// merges draw from the top few thousand (see docs/dev/performance.md, "The
+/// merges draw from the top few thousand (see docs/performance.md, "The
 /// heap's floor"). The floor is never below 2 while such a pair exists.
 pub(super) struct Merging<S> {
     words: Words<S>,
@@ -167,7 +167,17 @@ pub(super) struct Merging<S> {
     delta: FxHashMap<Pair<S>, i64>,
     affected: Vec<u32>,
     tuning: Tuning,
+    /// Which merged tokens may be made (the bytes of the token a pair would
+    /// become); `None`: every one (ordinary BPE). A pair refused once is
+    /// refused for good (its bytes never change): it leaves the map and the
+    /// heap and is remembered in `refused`, so a later merge that makes it
+    /// again does not bring it back (SuperBPE's stage 2: `train/mod.rs`).
+    allow: Option<Allow>,
+    refused: rustc_hash::FxHashSet<Pair<S>>,
 }
+
+/// A rule on the bytes of the token a merge would make.
+pub type Allow = Box<dyn Fn(&[u8]) -> bool + Send>;
 
 impl<S: Symbol> Merging<S> {
     /// The words and byte pairs of `counts`, the 256 byte tokens, and a heap
@@ -210,9 +220,32 @@ impl<S: Symbol> Merging<S> {
             delta: FxHashMap::default(),
             affected: Vec::new(),
             tuning,
+            allow: None,
+            refused: Default::default(),
         };
         state.refloor();
         Ok(state)
+    }
+
+    /// Makes only the tokens whose bytes `allow` accepts from now on.
+    pub(super) fn set_allow(&mut self, allow: Allow) {
+        self.allow = Some(allow);
+    }
+
+    /// Whether `pair` may be merged under the rule (if any); a refused pair
+    /// leaves the map (with its word list) for good.
+    fn allowed(&mut self, pair: Pair<S>) -> bool {
+        let Some(allow) = &self.allow else { return true };
+        let mut bytes = self.vocab[pair.0.id()].to_vec();
+        bytes.extend_from_slice(&self.vocab[pair.1.id()]);
+        if allow(&bytes) {
+            return true;
+        }
+        if let Some(info) = self.pairs.remove(&pair) {
+            self.lists.free(&info);
+        }
+        self.refused.insert(pair);
+        false
     }
 
     /// The number of tokens (the 256 bytes included), or with a base
@@ -266,6 +299,9 @@ impl<S: Symbol> Merging<S> {
                 self.heap.push(&self.vocab, current as u64, pair);
                 continue;
             }
+            if !self.allowed(pair) {
+                continue;
+            }
             return Some(pair);
         }
     }
@@ -297,7 +333,7 @@ impl<S: Symbol> Merging<S> {
     /// Merges every occurrence of `pair` into `new`: rewrites the words that
     /// hold it and moves the counts of the pairs around them.
     pub(super) fn apply(&mut self, pair: Pair<S>, new: S) -> Result<(), String> {
-        let Merging { words, pairs, lists, cold, heap, floor, vocab, delta, affected, .. } = self;
+        let Merging { words, pairs, lists, cold, heap, floor, vocab, delta, affected, refused, .. } = self;
         let floor = *floor;
 
         // The pair disappears: every occurrence is merged. Its entry goes
@@ -310,7 +346,7 @@ impl<S: Symbol> Merging<S> {
         // `clear()` wipes the map's whole capacity, so a map that grew large
         // is replaced and a small one reused. It is not sized from the number
         // of occurrences: the pairs they change are mostly the same few
-        // hundred (see docs/dev/performance.md, "The merge loop's deltas").
+        // hundred (see docs/performance.md, "The merge loop's deltas").
         if delta.capacity() > 4096 {
             *delta = FxHashMap::default();
         } else {
@@ -322,7 +358,7 @@ impl<S: Symbol> Merging<S> {
         for (k, &wi) in affected.iter().enumerate() {
             // The words of a merge lie anywhere in memory: the record of the
             // word 8 ahead and the symbols of the word 4 ahead are fetched
-            // early (see docs/dev/performance.md, "Prefetching words").
+            // early (see docs/performance.md, "Prefetching words").
             if let Some(&ahead) = affected.get(k + 8) {
                 prefetch(&words.meta[ahead as usize]);
             }
@@ -338,12 +374,14 @@ impl<S: Symbol> Merging<S> {
                 w.len = m as u32;
                 words.live -= n - m;
                 for p in new_pairs(&word[..m], new) {
-                    lists.push(pairs.entry(p).or_default(), wi)?;
+                    if refused.is_empty() || !refused.contains(&p) {
+                        lists.push(pairs.entry(p).or_default(), wi)?;
+                    }
                 }
             }
         }
         for (&p, &d) in delta.iter() {
-            if d == 0 || p == pair {
+            if d == 0 || p == pair || (!refused.is_empty() && refused.contains(&p)) {
                 continue;
             }
             if d < 0 {

@@ -60,6 +60,7 @@ pub use merging::Merge;
 pub use pipeline::{count_files, count_files_into, count_records_into};
 pub use spill::{Capped, Spill};
 
+pub use merging::Allow;
 use merging::{Merging, Tuning};
 use words::Symbol;
 
@@ -71,7 +72,7 @@ use words::Symbol;
 ///
 /// The merge loop runs on one core: most of its time is in the tens of
 /// thousands of late merges that touch a few words each (a parallel version
-/// was no faster: docs/dev/performance.md, "The merge loop on one core").
+/// was no faster: docs/performance.md, "The merge loop on one core").
 pub fn learn_merges(
     counts: ChunkCounts,
     target: usize,
@@ -117,11 +118,16 @@ pub fn learn_merges_in_batches(
 /// from there, exactly as [`learn_merges`] does from bytes; new tokens take
 /// the ids from `base.len()` until there are `target` ids in all. A merge
 /// whose bytes are a base token already reuses its id (see "Duplicates").
+///
+/// `allow`, if given, is a rule on the bytes of each token a merge would
+/// make: a pair whose token it refuses is never merged, and the next best
+/// pair is taken instead (SuperBPE's stage 2: [`superword_allowed`]).
 pub fn extend_merges(
     counts: ChunkCounts,
     base: &[Vec<u8>],
     mut encode: impl FnMut(&[u8], &mut Vec<u32>),
     target: usize,
+    allow: Option<Allow>,
     on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
     fn run<S: Symbol>(
@@ -129,6 +135,7 @@ pub fn extend_merges(
         base: &[Vec<u8>],
         encode: &mut impl FnMut(&[u8], &mut Vec<u32>),
         target: usize,
+        allow: Option<Allow>,
         on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     ) -> Result<Vec<Merge>, String> {
         let vocab = base.iter().map(|b| std::sync::Arc::from(&b[..])).collect();
@@ -138,14 +145,29 @@ pub fn extend_merges(
             encode(bytes, &mut ids);
             out.extend(ids.iter().map(|&i| S::from_id(i)));
         };
-        let state = Merging::<S>::with_base(counts, Tuning::DEFAULT, vocab, start)?;
+        let mut state = Merging::<S>::with_base(counts, Tuning::DEFAULT, vocab, start)?;
+        if let Some(allow) = allow {
+            state.set_allow(allow);
+        }
         run_loop(state, target, on_merge)
     }
     if target <= 1 << 16 {
-        run::<u16>(counts, base, &mut encode, target, on_merge)
+        run::<u16>(counts, base, &mut encode, target, allow, on_merge)
     } else {
-        run::<u32>(counts, base, &mut encode, target, on_merge)
+        run::<u32>(counts, base, &mut encode, target, allow, on_merge)
     }
+}
+
+/// SuperBPE's rule on the tokens of its second stage (Liu et al., 2025, as
+/// their trainer applies it): a token spans at most `max_words` words (the
+/// runs of bytes between spaces: "by the way" is 3), and never holds a colon
+/// followed by a space (": "), so that superwords do not run across the
+/// colon of a heading, a dialogue turn or a key-value line.
+pub fn superword_allowed(token: &[u8], max_words: usize) -> bool {
+    if token.windows(2).any(|w| w == b": ") {
+        return false;
+    }
+    token.split(|&b| b == b' ').filter(|w| !w.is_empty()).count() <= max_words
 }
 
 /// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.

@@ -1,0 +1,213 @@
+//! SuperBPE's encoder (Liu et al., 2025, "SuperBPE: Space Travel for Language
+//! Models"): its vocabulary was learned in two stages, the first within the
+//! chunks of an ordinary split pattern (subwords), the second within the
+//! longer chunks of a relaxed one (superwords: " by the way"). Its chunks
+//! are the second pattern's, and a chunk is encoded by BPE over the whole
+//! chunk with the merge list: from single bytes, the earliest merge among
+//! the adjacent pairs is made first (the leftmost on a tie), until no
+//! adjacent pair is a merge. That is the paper's algorithm, as its
+//! tokenizer files encode (the slow path below, [`merge_parts`] from bytes).
+//!
+//! The fast path gives the same ids in two phases. BPE makes every merge of
+//! the first stage before any merge of the second: a second-stage merge
+//! makes a token that is in no first-stage merge, so it never makes a pair
+//! the first stage merges. (A vocabulary where a merge reuses an id, two
+//! paths to one token's bytes, always takes the slow path.)
+//!
+//! - Phase A (the first stage's merges) never crosses a *safe cut*: a cut
+//!   between two bytes that occur next to each other inside no first-stage
+//!   token (`inside`), since such a merge would make a first-stage token
+//!   that holds them. So the chunk is cut at the safe cuts among the first
+//!   stage's split points (its pattern's lexer finds them fast), and each
+//!   segment, mostly one word, is encoded by the first stage's encoder
+//!   alone, with its chunk cache.
+//! - Phase B (the rest): BPE with the merge list from phase A's parts over
+//!   the whole chunk; only merges of the second stage are left to make.
+//!
+//! Tested against the slow path and the Python oracle
+//! (`bpe/reference.py`) on random and real text: `encode/tests.rs`,
+//! `tests/tokenizer/test_superbpe.py`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::Encoder;
+use crate::vocab::{Rank, NONE};
+
+/// A merge list: `(left, right) -> (its place in the list, the new id)`.
+pub type Merges = rustc_hash::FxHashMap<(Rank, Rank), (u32, Rank)>;
+
+/// What a SuperBPE encoder needs beside its vocabulary.
+pub(super) struct Superword {
+    /// The encoder of the first stage: the tokens below the transition, and
+    /// the first stage's split pattern.
+    pub(super) stage1: Box<Encoder>,
+    /// Every merge, both stages.
+    merges: Merges,
+    /// Bit `a << 8 | b`: the bytes `a b` occur, in that order, inside some
+    /// first-stage token.
+    inside: Box<[u64; 1024]>,
+    /// Whether the two phases give BPE's ids (see the module's doc).
+    two_phases: bool,
+}
+
+impl Superword {
+    /// `stage1`: the first stage's encoder; `merges`: all merges, in order,
+    /// as `(left, right, new)`; `transition`: the first id of the second stage.
+    pub(super) fn new(stage1: Encoder, merges: &[(Rank, Rank, Rank)], transition: Rank) -> Superword {
+        let mut inside = Box::new([0u64; 1024]);
+        for id in 0..transition {
+            for w in stage1.token_bytes(id).unwrap_or_default().windows(2) {
+                let k = (w[0] as usize) << 8 | w[1] as usize;
+                inside[k / 64] |= 1 << (k % 64);
+            }
+        }
+        // Every merge makes a new id, in order: then the first stage's merges
+        // are those of ids below the transition, and the second stage makes
+        // no id of the first (see the module's doc). Otherwise, the slow path.
+        let two_phases = merges.iter().enumerate().all(|(k, &(_, _, new))| new as usize == 256 + k)
+            && (transition as usize) <= 256 + merges.len();
+        let merges = merges.iter().enumerate().map(|(k, &(l, r, new))| ((l, r), (k as u32, new))).collect();
+        Superword { stage1: Box::new(stage1), merges, inside, two_phases }
+    }
+
+    /// Whether a first-stage merge could cross a cut between `a` and `b`.
+    #[inline]
+    fn crossable(&self, a: u8, b: u8) -> bool {
+        let k = (a as usize) << 8 | b as usize;
+        self.inside[k / 64] & (1 << (k % 64)) != 0
+    }
+
+    /// Calls `f` with each segment of `text` between the safe cuts among
+    /// the first stage's split points.
+    pub(super) fn segments<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) -> Result<(), String> {
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        self.stage1.splitter().for_each_chunk(text, |piece| {
+            let at = piece.as_ptr() as usize - text.as_ptr() as usize;
+            if at > start && !self.crossable(bytes[at - 1], bytes[at]) {
+                f(&text[start..at]);
+                start = at;
+            }
+        })?;
+        if start < text.len() {
+            f(&text[start..]);
+        }
+        Ok(())
+    }
+}
+
+impl Encoder {
+    /// A chunk of a SuperBPE encoder that is not one token: its ids, by the
+    /// two phases (see the module's doc), or by BPE from single bytes for a
+    /// chunk that is not UTF-8 or a vocabulary that reuses an id.
+    pub(super) fn merge_superword(&self, sw: &Superword, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
+        let text = std::str::from_utf8(chunk).ok().filter(|_| sw.two_phases);
+        let Some(text) = text else {
+            return self.merge_superword_from_bytes(sw, chunk, out);
+        };
+        // Phase A: the first stage's ids of each segment, with its cache.
+        let mut phase_a = Vec::with_capacity(chunk.len() / 3 + 1);
+        let (stage1, mut memo) = (&sw.stage1, sw.stage1.memo());
+        let mut failed = None;
+        sw.segments(text, |segment| {
+            if failed.is_none() {
+                if let Err(e) = stage1.encode_unseen(segment.as_bytes(), &mut memo, &mut phase_a) {
+                    failed = Some(e);
+                }
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // Phase B: the rest of BPE over the whole chunk, from those parts.
+        let mut ends = Vec::with_capacity(phase_a.len());
+        let mut end = 0;
+        for &id in &phase_a {
+            end += sw.stage1.token_bytes(id).map_or(0, <[u8]>::len);
+            ends.push(end);
+        }
+        debug_assert_eq!(end, chunk.len());
+        merge_parts(&sw.merges, &phase_a, &ends, &mut |_, _, id| out.push(id));
+        Ok(())
+    }
+
+    /// The slow path: BPE with the merge list over the whole chunk, from its
+    /// single bytes.
+    pub(super) fn merge_superword_from_bytes(
+        &self,
+        sw: &Superword,
+        chunk: &[u8],
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
+        let ids: Vec<Rank> = chunk.iter().map(|&b| self.vocab.byte[b as usize]).collect();
+        if let Some(k) = ids.iter().position(|&id| id == NONE) {
+            return Err(super::no_token(&chunk[k..k + 1]));
+        }
+        let ends: Vec<usize> = (1..=chunk.len()).collect();
+        merge_parts(&sw.merges, &ids, &ends, &mut |_, _, id| out.push(id));
+        Ok(())
+    }
+}
+
+/// BPE with a merge list from given parts (`ids[k]` spans
+/// `ends[k - 1]..ends[k]`): the adjacent pair that is the earliest merge is
+/// merged first (the leftmost on a tie), until no adjacent pair is a merge.
+/// A min-heap of (place in the list, position) over a linked list of parts,
+/// with lazy deletion, as `merge.rs`'s heap merge does with ranks. Calls
+/// `emit(start, end, id)` for each final part, left to right.
+pub(super) fn merge_parts(merges: &Merges, ids: &[Rank], ends: &[usize], emit: &mut impl FnMut(usize, usize, Rank)) {
+    let n = ids.len();
+    if n == 0 {
+        return;
+    }
+    let start: Vec<usize> = std::iter::once(0).chain(ends.iter().copied()).collect();
+    let mut next: Vec<usize> = (1..=n).collect();
+    let mut prev: Vec<usize> = (0..n).map(|k| k.wrapping_sub(1)).collect();
+    let mut alive = vec![true; n];
+    let mut id = ids.to_vec();
+    // The merge of part k with the next part, if any: (place, new id).
+    let merge_at = |id: &[Rank], next: &[usize], k: usize| -> Option<(u32, Rank)> {
+        let j = next[k];
+        if j >= n {
+            return None;
+        }
+        merges.get(&(id[k], id[j])).copied()
+    };
+    let mut place: Vec<u32> = (0..n).map(|k| merge_at(&id, &next, k).map_or(u32::MAX, |m| m.0)).collect();
+    let mut heap: BinaryHeap<Reverse<(u32, usize)>> =
+        place.iter().enumerate().filter(|&(_, &p)| p != u32::MAX).map(|(k, &p)| Reverse((p, k))).collect();
+    while let Some(Reverse((p, k))) = heap.pop() {
+        if !alive[k] || place[k] != p {
+            continue; // stale
+        }
+        let (_, new) = merge_at(&id, &next, k).expect("a live entry is a merge");
+        let j = next[k];
+        alive[j] = false;
+        id[k] = new;
+        next[k] = next[j];
+        if next[k] < n {
+            prev[next[k]] = k;
+        }
+        place[k] = merge_at(&id, &next, k).map_or(u32::MAX, |m| m.0);
+        if place[k] != u32::MAX {
+            heap.push(Reverse((place[k], k)));
+        }
+        if k > 0 {
+            let q = prev[k];
+            place[q] = merge_at(&id, &next, q).map_or(u32::MAX, |m| m.0);
+            if place[q] != u32::MAX {
+                heap.push(Reverse((place[q], q)));
+            }
+        }
+    }
+    let mut k = 0;
+    while k < n {
+        emit(start[k], start[next[k]], id[k]);
+        k = next[k];
+    }
+}
+
+#[cfg(test)]
+#[path = "superword_tests.rs"]
+mod tests;
