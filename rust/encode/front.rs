@@ -2,7 +2,7 @@
 //! seen lately costs one probe in a small direct-mapped table (`memo.rs`,
 //! `ShortFront` for 1 to 7 bytes, `Front` for 8 to 15), token or merged
 //! chunk alike, before the vocabulary's maps and the memo. Measurements:
-//! docs/performance.md, "The hot loop".
+//! docs/dev/performance.md, "The hot loop".
 
 use super::memo::Memo;
 use super::Encoder;
@@ -94,7 +94,7 @@ impl Encoder {
     /// (`short_key_at`, `key_at`) instead of `pack`'s branches on the
     /// length. Chunks of 1-2 bytes go through the short table too: taking
     /// the vocabulary's flat tables, they made the branch on the length the
-    /// loop's most mispredicted one (docs/performance.md, "The hot loop").
+    /// loop's most mispredicted one (docs/dev/performance.md, "The hot loop").
     fn encode_with_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
         let mut err = None;
         let bytes = text.as_bytes();

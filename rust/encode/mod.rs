@@ -365,7 +365,7 @@ impl Encoder {
         // Texts that are long together get the memo's front tables, as one
         // long text does: one by one, the texts of a batch (~10 KB each in
         // the benchmark's) were each too short for them, so a batch with
-        // fresh memos went without (docs/performance.md, "encode_batch").
+        // fresh memos went without (docs/dev/performance.md, "encode_batch").
         if texts.iter().map(|t| t.len()).sum::<usize>() >= front::FRONT_TEXT {
             memo.ready();
         }

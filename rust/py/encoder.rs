@@ -23,7 +23,7 @@ pub(super) struct CoreBPE {
     pub(super) enc: Encoder,
     /// One Python int per id, made on first use and shared by every list we
     /// return: a fresh int per token (an allocation, and a free when the list
-    /// dies) cost more than the encoding (see docs/performance.md, "Shared
+    /// dies) cost more than the encoding (see docs/dev/performance.md, "Shared
     /// ints"). (Python itself shares ints -5..256.)
     ints: GILOnceCell<Box<[Py<PyAny>]>>,
 }
@@ -86,7 +86,7 @@ impl CoreBPE {
     /// The ids of `text` with `allowed` special tokens, or the leftmost of
     /// `disallowed` in it. One UTF-8 of the text serves the search and the
     /// encoding: made twice (a search call, then an encode call) it was a
-    /// tenth of `encode_to_numpy` on 10 MB of English (docs/performance.md,
+    /// tenth of `encode_to_numpy` on 10 MB of English (docs/dev/performance.md,
     /// "str to UTF-8").
     fn checked_ids(
         &self,
@@ -235,7 +235,7 @@ impl CoreBPE {
         // lists, empty, so that the collection of young objects they may set
         // off overlaps the other threads' encoding, and checks for Ctrl-C
         // between its runs. Then the lists are filled (`lists::fill_lists`).
-        // See docs/performance.md, "encode_batch".
+        // See docs/dev/performance.md, "encode_batch".
         let threads = pool.current_num_threads();
         let workers = if threads > 1 { Some(guard(|| crate::threads::pool(threads - 1))?) } else { None };
         let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), threads);

@@ -134,7 +134,7 @@ impl Trainer {
             // without one, mimalloc's short delay lets a freed buffer be reused
             // without faulting its pages in again (Parquet pages are decompressed
             // into fresh ~1 MB buffers: at once, 1 GB of them cost ~365k more page
-            // faults and ~15% more counting time; docs/performance.md, "Reading records").
+            // faults and ~15% more counting time; docs/dev/performance.md, "Reading records").
             let _free = spill.is_capped().then(crate::ReturnFreedMemory::new);
             guard(|| {
                 let pb = bar("counting", Some(total), Unit::Bytes, Pace::Steady, progress);
@@ -234,7 +234,7 @@ impl Trainer {
     /// after the ordinary ones; `encoder` hands that encoder over). That is
     /// faster than making them after the loop, at the price of memory: the
     /// dicts grow while the merge loop still holds its own (see
-    /// docs/performance.md, "Training from Python").
+    /// docs/dev/performance.md, "Training from Python").
     #[pyo3(signature = (target, progress, specials = Vec::new(), min_frequency = 1))]
     fn train<'py>(
         &mut self,

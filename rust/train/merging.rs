@@ -98,7 +98,7 @@ fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, Pair
     // ...and are filled in pass 2, in word order. Twice as much room again
     // is reserved for the lists of the first merges: it costs address space,
     // not memory, until they write it, and growing the array later copies it
-    // (old and new array at once: see docs/performance.md, "Word lists"). If
+    // (old and new array at once: see docs/dev/performance.md, "Word lists"). If
     // the system refuses that much address space, it is reserved as needed.
     let mut lists = Lists { arena: Vec::new(), dead: 0 };
     if lists.arena.try_reserve_exact(3 * next).is_err() {
@@ -121,12 +121,12 @@ pub(super) struct Tuning {
     /// [`Words::compact`] and [`Lists::compact`]): there is little to give back.
     pub(super) min_slide: usize,
     /// About how many pairs the heap is built with (see [`floor_for`]):
-    /// fewer save memory until the floor moves too often (docs/performance.md,
+    /// fewer save memory until the floor moves too often (docs/dev/performance.md,
     /// "Tuning").
     pub(super) heap_pairs: usize,
     /// About how many bytes of the word-list arena one pass of
     /// [`Lists::compact`] slides (see there): smaller passes lower the peak
-    /// and cost a little time (docs/performance.md, "Tuning").
+    /// and cost a little time (docs/dev/performance.md, "Tuning").
     pub(super) slide_pass: usize,
 }
 
@@ -147,7 +147,7 @@ impl Tuning {
 ///
 /// Why not every pair in the heap: pairs that occur once, half of all pairs
 /// on multilingual text, never win while one occurring twice exists, and
-/// merges draw from the top few thousand (see docs/performance.md, "The
+/// merges draw from the top few thousand (see docs/dev/performance.md, "The
 /// heap's floor"). The floor is never below 2 while such a pair exists.
 pub(super) struct Merging<S> {
     words: Words<S>,
@@ -346,7 +346,7 @@ impl<S: Symbol> Merging<S> {
         // `clear()` wipes the map's whole capacity, so a map that grew large
         // is replaced and a small one reused. It is not sized from the number
         // of occurrences: the pairs they change are mostly the same few
-        // hundred (see docs/performance.md, "The merge loop's deltas").
+        // hundred (see docs/dev/performance.md, "The merge loop's deltas").
         if delta.capacity() > 4096 {
             *delta = FxHashMap::default();
         } else {
@@ -358,7 +358,7 @@ impl<S: Symbol> Merging<S> {
         for (k, &wi) in affected.iter().enumerate() {
             // The words of a merge lie anywhere in memory: the record of the
             // word 8 ahead and the symbols of the word 4 ahead are fetched
-            // early (see docs/performance.md, "Prefetching words").
+            // early (see docs/dev/performance.md, "Prefetching words").
             if let Some(&ahead) = affected.get(k + 8) {
                 prefetch(&words.meta[ahead as usize]);
             }

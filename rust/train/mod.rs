@@ -72,7 +72,7 @@ use words::Symbol;
 ///
 /// The merge loop runs on one core: most of its time is in the tens of
 /// thousands of late merges that touch a few words each (a parallel version
-/// was no faster: docs/performance.md, "The merge loop on one core").
+/// was no faster: docs/dev/performance.md, "The merge loop on one core").
 pub fn learn_merges(
     counts: ChunkCounts,
     target: usize,
