@@ -56,11 +56,11 @@ training merges; it also works for vocabularies given only as bytes -> id.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from typing import Callable, Iterable
 
 import regex
 
-__all__ = ["pretokenize", "train", "encode", "decode", "vocab_from_merges"]
+__all__ = ["pretokenize", "train", "encode", "decode", "vocab_from_merges", "train_superbpe", "encode_merges"]
 
 #: Split pattern used by GPT-4's cl100k tokenizer (possessive form).
 GPT4_PATTERN = (
@@ -122,6 +122,19 @@ def train(
     words: dict[tuple[int, ...], int] = {tuple(b): n for b, n in chunk_counts.items()}
 
     vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+    return _learn(words, vocab, target)
+
+
+def _learn(
+    words: dict[tuple[int, ...], int],
+    vocab: dict[int, bytes],
+    target: int,
+    allowed: Callable[[bytes], bool] | None = None,
+) -> list[Merge]:
+    """The merge loop: merge the best pair of ``words`` (chunks as ids, with
+    their counts) until ``vocab`` (grown in place) holds ``target`` tokens.
+    ``allowed``, if given, refuses the pairs whose token it rejects (the next
+    best pair is merged instead)."""
     id_of: dict[bytes, int] = {b: i for i, b in vocab.items()}
     merges: list[Merge] = []
 
@@ -130,6 +143,8 @@ def train(
         for word, n in words.items():
             for pair in zip(word, word[1:]):
                 pair_counts[pair] += n
+        if allowed is not None:
+            pair_counts = Counter({p: n for p, n in pair_counts.items() if allowed(vocab[p[0]] + vocab[p[1]])})
         if not pair_counts:
             break  # every chunk is a single token: nothing left to merge
 
@@ -206,3 +221,73 @@ def decode(ids: Iterable[int], vocab: dict[int, bytes]) -> bytes:
     """Concatenate the bytes of ``ids``. Returns bytes, since a slice of ids
     may end in the middle of a multi-byte UTF-8 character."""
     return b"".join(vocab[i] for i in ids)
+
+
+# -- SuperBPE (Liu et al., 2025; bpe/_tokenizer/superbpe.py) ----------------
+
+
+def superword_allowed(token: bytes, max_words: int) -> bool:
+    """Stage 2's rule on a token: at most ``max_words`` words (runs of bytes
+    between spaces) and no ``": "``."""
+    return b": " not in token and len([w for w in token.split(b" ") if w]) <= max_words
+
+
+def train_superbpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    transition: int,
+    pattern: str,
+    stage2_pattern: str,
+    n_special: int = 0,
+    max_words: int = 4,
+) -> list[Merge]:
+    """SuperBPE's merges: :func:`train` to ``transition`` tokens (counted as
+    ``vocab_size`` is), then the merge loop again on the chunks of
+    ``stage2_pattern``, each starting as the first stage encodes it whole,
+    with :func:`superword_allowed`'s rule, to ``vocab_size``."""
+    texts = list(texts)
+    merges = train(texts, transition, pattern, n_special)
+    vocab = vocab_from_merges(merges)
+    ranks = {b: i for i, b in vocab.items()}
+    chunk_counts: Counter[bytes] = Counter()
+    for doc in texts:
+        for chunk in pretokenize(doc, stage2_pattern):
+            if chunk:
+                chunk_counts[chunk.encode("utf-8")] += 1
+    words: dict[tuple[int, ...], int] = {}
+    for chunk, n in chunk_counts.items():
+        word = tuple(_encode_chunk(chunk, ranks))
+        words[word] = words.get(word, 0) + n
+    return merges + _learn(words, vocab, vocab_size - n_special, lambda t: superword_allowed(t, max_words))
+
+
+def _encode_with_merges(chunk: bytes, places: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
+    """BPE with a merge list over one chunk: from its single bytes, merge the
+    adjacent pair that comes first in the list (the leftmost such pair on a
+    tie), until no adjacent pair is a merge."""
+    ids = list(chunk)
+    while True:
+        best = None
+        for i in range(len(ids) - 1):
+            m = places.get((ids[i], ids[i + 1]))
+            if m is not None and (best is None or m[0] < best[0]):
+                best = (m[0], i, m[1])
+        if best is None:
+            return ids
+        _, i, new = best
+        ids[i : i + 2] = [new]
+
+
+def encode_merges(text: str, merges: Iterable[Merge], pattern: str) -> list[int]:
+    """Encode ordinary ``text`` as a SuperBPE vocabulary is encoded: its
+    chunks are ``pattern``'s (the second stage's), each encoded by BPE with
+    the merge list (:func:`_encode_with_merges`), as the paper's tokenizer
+    files encode."""
+    places: dict[tuple[int, int], tuple[int, int]] = {}
+    for k, (left, right, new) in enumerate(merges):
+        places.setdefault((left, right), (k, new))
+    ids: list[int] = []
+    for chunk in pretokenize(text, pattern):
+        if chunk:
+            ids.extend(_encode_with_merges(chunk.encode("utf-8"), places))
+    return ids

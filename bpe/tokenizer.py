@@ -161,7 +161,10 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         return set(self.special_tokens)
 
     def __repr__(self) -> str:
-        name = pattern_name(self.pattern) or "custom"
+        if self.superbpe is not None:  # the first stage's pattern; the second's is SuperBPE's own
+            name = f"{pattern_name(self.superbpe.pattern) or 'custom'} superbpe={self.superbpe.transition}"
+        else:
+            name = pattern_name(self.pattern) or "custom"
         return f"<Tokenizer n_vocab={self.n_vocab} pattern={name} special_tokens={list(self.special_tokens)}>"
 
     # -- files --------------------------------------------------------------
@@ -177,7 +180,8 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
     def _dumps(self) -> str:
         """The text of the file :meth:`save` writes."""
         if self._from_merges:
-            return bpefile.dumps(self.pattern, self.special_tokens, merges=list(self.merges))
+            return bpefile.dumps(self.pattern, self.special_tokens, merges=list(self.merges),
+                                 superbpe=None if self.superbpe is None else tuple(self.superbpe))
         # A rank vocabulary (e.g. from tiktoken): its ids need not follow
         # the byte-level layout that merge replay assumes, so store the
         # ranks themselves, as .tiktoken files do.
@@ -196,7 +200,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
     def _parse(cls, raw: bytes, name: str) -> "Tokenizer":
         f = bpefile.parse(raw, name)
         try:  # the content: merges that replay, unique tokens, ids in range, ...
-            return cls(f.merges, f.pattern, f.special_tokens, ranks=f.ranks)
+            return cls(f.merges, f.pattern, f.special_tokens, ranks=f.ranks, superbpe=f.superbpe)
         except (ValueError, TypeError, OverflowError, RecursionError) as e:
             raise TokenizerFileError(f"{name}: corrupted: {e}") from None
 

@@ -12,7 +12,7 @@ from bpe._util.sizes import parse_bytes, parse_count
 from bpe.sources import paths as sources
 
 __all__ = ["TOKENIZER_HELP", "Parser", "at_least_1", "byte_size", "common_args", "count_args", "non_negative",
-           "source_args", "special_args", "tokenizer_arg", "version", "vocab_sizes"]
+           "source_args", "special_args", "tokenizer_arg", "version", "vocab_size", "vocab_sizes"]
 
 TOKENIZER_HELP = "a .bpe file, a .tiktoken file, a tokenizer.json, or a name (gpt2, r50k, cl100k, o200k)"
 
@@ -54,6 +54,11 @@ def _count(text: str) -> int:
         return parse_count(text, "--vocab")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def vocab_size(text: str) -> int:
+    """One vocabulary size: 180000, 180k, 32Ki (``--superbpe``)."""
+    return _count(text)
 
 
 def vocab_sizes(text: str) -> list[int]:

@@ -48,7 +48,14 @@ def cmd_info(args: argparse.Namespace) -> None:
     except ValueError:  # ranks that are not all merges (encoding works all the same)
         merges = "none (a rank vocabulary whose tokens are not all merges)"
     print(f"merges:          {merges}")
-    print(f"pattern:         {pattern_name(tok.pattern) or 'custom'}: {tok.pattern}")
+    if tok.superbpe is None:
+        print(f"pattern:         {pattern_name(tok.pattern) or 'custom'}: {tok.pattern}")
+    else:
+        stage1, end = tok.superbpe, max(tok.vocab) + 1
+        print(f"SuperBPE:        stage 1 ids 0-{stage1.transition - 1} (subwords), stage 2 ids "
+              f"{stage1.transition}-{end - 1} (superwords, {end - stage1.transition} tokens)")
+        print(f"pattern:         stage 1 {pattern_name(stage1.pattern) or 'custom'}: {stage1.pattern}")
+        print(f"                 stage 2 (encoding) superbpe: {tok.pattern}")
     specials = ", ".join(f"{t} = {i}" for t, i in tok.special_tokens.items()) or "none"
     print(f"special tokens:  {specials}")
     longest = max(tok.vocab.values(), key=len)

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
                         "learn only new merges, up to --vocab tokens in all")
     t.add_argument("--pattern",
                    help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
+    t.add_argument("--superbpe", type=arguments.vocab_size, metavar="N",
+                   help="train SuperBPE (superword tokens that cross spaces, such as ' of the'): ordinary BPE up "
+                        "to N tokens, then merges across words up to --vocab (N below it: 180k for 200k)")
     t.add_argument("--from-counts", metavar="TABLE",
                    help="train from a count table (.bpec, from `bpe count`) instead of FILEs; its pattern is used")
     arguments.count_args(t)
@@ -76,6 +79,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     ray = engines.check_engine(args)
     if ray and args.base is not None:
         raise CommandLineError("--base extends a vocabulary in one process; leave out --engine ray")
+    if args.superbpe is not None and (ray or args.base is not None or args.from_counts):
+        raise CommandLineError("--superbpe trains from FILEs in one process (it counts them twice, once per stage); "
+                               "leave out --engine ray, --base and --from-counts")
+    if args.superbpe is not None and args.superbpe >= max(args.vocab):
+        raise CommandLineError(f"--superbpe {args.superbpe} must be below --vocab {max(args.vocab)}: stage 1 "
+                               "trains to it, stage 2 from it to --vocab")
     options = source_options(args)
     files = inputs(args.files, options, streams=False)
     outputs = pipeline.train_outputs(args)
@@ -103,6 +112,7 @@ def cmd_train(args: argparse.Namespace) -> None:
                 skip_bad=options.skip_bad,
                 max_memory=args.max_memory,
                 min_frequency=args.min_frequency,
+                superbpe=args.superbpe,
             )
     report_warnings(caught)
     toks = [tok._resized(v, base, specials) for v in args.vocab]
@@ -111,8 +121,16 @@ def cmd_train(args: argparse.Namespace) -> None:
         if not args.quiet:
             merges = f"{len(tok.merges)} merges" if tok._from_merges else f"{len(tok.vocab)} ranks"
             print(f"wrote {path}: {tok.n_vocab} tokens ({merges}, "
-                  f"{len(tok.special_tokens)} special), pattern {pattern_name(tok.pattern) or 'custom'}",
+                  f"{len(tok.special_tokens)} special), pattern {_pattern_of(tok)}",
                   file=sys.stderr)
+
+
+def _pattern_of(tok: Tokenizer) -> str:
+    """The pattern's name, and SuperBPE's stages."""
+    if tok.superbpe is None:
+        return pattern_name(tok.pattern) or "custom"
+    stage1 = pattern_name(tok.superbpe.pattern) or "custom"
+    return f"{stage1} to id {tok.superbpe.transition}, then SuperBPE's superword pattern (SuperBPE)"
 
 
 def _check_from_counts(args: argparse.Namespace) -> None:

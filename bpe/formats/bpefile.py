@@ -2,6 +2,7 @@
 
     bpe-tokenizer v1
     pattern "<the split regex, as JSON>"
+    superbpe TRANSITION "<stage-1 regex, as JSON>"   (SuperBPE only)
     special_tokens N
     "<text as JSON>" ID            (N lines)
     merges M                       or: ranks M
@@ -93,6 +94,8 @@ class Parsed(NamedTuple):
     special_tokens: dict[str, int]
     merges: Sequence[tuple[int, int]]
     ranks: dict[bytes, int] | None
+    #: SuperBPE's first stage: (transition, stage-1 pattern), else None.
+    superbpe: tuple[int, str] | None = None
 
 
 def dumps(
@@ -101,13 +104,16 @@ def dumps(
     *,
     merges: Sequence[tuple[int, int]] | None = None,
     vocab: dict[int, bytes] | None = None,
+    superbpe: tuple[int, str] | None = None,
 ) -> str:
     """The file's text: with ``merges`` (a byte-level vocabulary replayed from
     the 256 bytes) or else the ranks of ``vocab`` (ids that need not follow
-    that layout, as tiktoken's)."""
+    that layout, as tiktoken's). ``superbpe``: a SuperBPE vocabulary's first
+    stage, ``(transition, stage-1 pattern)``; ``pattern`` is the second's."""
     lines = [
         f"{FILE_MAGIC} v{FILE_VERSION}",
         f"pattern {json.dumps(pattern)}",
+        *([f"superbpe {superbpe[0]} {json.dumps(superbpe[1])}"] if superbpe is not None else []),
         f"special_tokens {len(special_tokens)}",
         *(f"{json.dumps(t)} {i}" for t, i in special_tokens.items()),
     ]
@@ -157,6 +163,13 @@ def parse(raw: bytes, name: str) -> Parsed:
             raise ValueError("expected the 'pattern' line")
         pattern = json.loads(value)
         key, _, value = next(it).partition(" ")
+        superbpe = None
+        if key == "superbpe":  # optional: SuperBPE's first stage
+            transition, _, stage1 = value.partition(" ")
+            superbpe = (count(transition), json.loads(stage1))
+            if not isinstance(superbpe[1], str):
+                raise ValueError("the superbpe line's pattern is not a string")
+            key, _, value = next(it).partition(" ")
         if key != "special_tokens":
             raise ValueError("expected the 'special_tokens' line")
         specials = {}
@@ -186,7 +199,9 @@ def parse(raw: bytes, name: str) -> Parsed:
             raise ValueError("expected the 'merges' or 'ranks' line")
         if next(it, None) is not None:
             raise ValueError("unexpected lines after the vocabulary")
-        return Parsed(pattern, specials, merges, ranks)
+        if superbpe is not None and ranks is not None:
+            raise ValueError("a SuperBPE vocabulary is stored as merges, not ranks")
+        return Parsed(pattern, specials, merges, ranks, superbpe)
     except StopIteration:
         raise fail("truncated (fewer lines than its header announces)") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as e:

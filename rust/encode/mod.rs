@@ -44,6 +44,7 @@ pub use extra::{Segment, SplitMix};
 
 pub use memo::{CacheInfo, Memo, MemoPool, PooledMemo, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
 use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
+pub use superword::SafeCuts;
 use superword::Superword;
 
 /// The bytes that all of `tokens` start with (none for no tokens).

@@ -32,46 +32,33 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::Encoder;
+use crate::split::pretokenize::Splitter;
 use crate::vocab::{Rank, NONE};
 
 /// A merge list: `(left, right) -> (its place in the list, the new id)`.
 pub type Merges = rustc_hash::FxHashMap<(Rank, Rank), (u32, Rank)>;
 
-/// What a SuperBPE encoder needs beside its vocabulary.
-pub(super) struct Superword {
-    /// The encoder of the first stage: the tokens below the transition, and
-    /// the first stage's split pattern.
-    pub(super) stage1: Box<Encoder>,
-    /// Every merge, both stages.
-    merges: Merges,
-    /// Bit `a << 8 | b`: the bytes `a b` occur, in that order, inside some
-    /// first-stage token.
+/// The safe cuts of a first-stage vocabulary (see the module's doc): bit
+/// `a << 8 | b` is set when the bytes `a b` occur, in that order, inside
+/// some of its tokens; a cut between two bytes whose bit is clear is never
+/// crossed by a merge of that vocabulary.
+pub struct SafeCuts {
     inside: Box<[u64; 1024]>,
-    /// Whether the two phases give BPE's ids (see the module's doc).
-    two_phases: bool,
 }
 
-impl Superword {
-    /// `stage1`: the first stage's encoder; `merges`: all merges, in order,
-    /// as `(left, right, new)`; `transition`: the first id of the second stage.
-    pub(super) fn new(stage1: Encoder, merges: &[(Rank, Rank, Rank)], transition: Rank) -> Superword {
+impl SafeCuts {
+    pub fn new<'a>(tokens: impl IntoIterator<Item = &'a [u8]>) -> SafeCuts {
         let mut inside = Box::new([0u64; 1024]);
-        for id in 0..transition {
-            for w in stage1.token_bytes(id).unwrap_or_default().windows(2) {
+        for token in tokens {
+            for w in token.windows(2) {
                 let k = (w[0] as usize) << 8 | w[1] as usize;
                 inside[k / 64] |= 1 << (k % 64);
             }
         }
-        // Every merge makes a new id, in order: then the first stage's merges
-        // are those of ids below the transition, and the second stage makes
-        // no id of the first (see the module's doc). Otherwise, the slow path.
-        let two_phases = merges.iter().enumerate().all(|(k, &(_, _, new))| new as usize == 256 + k)
-            && (transition as usize) <= 256 + merges.len();
-        let merges = merges.iter().enumerate().map(|(k, &(l, r, new))| ((l, r), (k as u32, new))).collect();
-        Superword { stage1: Box::new(stage1), merges, inside, two_phases }
+        SafeCuts { inside }
     }
 
-    /// Whether a first-stage merge could cross a cut between `a` and `b`.
+    /// Whether a merge could cross a cut between `a` and `b`.
     #[inline]
     fn crossable(&self, a: u8, b: u8) -> bool {
         let k = (a as usize) << 8 | b as usize;
@@ -79,11 +66,16 @@ impl Superword {
     }
 
     /// Calls `f` with each segment of `text` between the safe cuts among
-    /// the first stage's split points.
-    pub(super) fn segments<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) -> Result<(), String> {
+    /// the split points of `splitter` (the first stage's pattern).
+    pub(super) fn segments<'t>(
+        &self,
+        splitter: &Splitter,
+        text: &'t str,
+        mut f: impl FnMut(&'t str),
+    ) -> Result<(), String> {
         let bytes = text.as_bytes();
         let mut start = 0;
-        self.stage1.splitter().for_each_chunk(text, |piece| {
+        splitter.for_each_chunk(text, |piece| {
             let at = piece.as_ptr() as usize - text.as_ptr() as usize;
             if at > start && !self.crossable(bytes[at - 1], bytes[at]) {
                 f(&text[start..at]);
@@ -94,6 +86,38 @@ impl Superword {
             f(&text[start..]);
         }
         Ok(())
+    }
+}
+
+/// What a SuperBPE encoder needs beside its vocabulary.
+pub(super) struct Superword {
+    /// The encoder of the first stage: the tokens below the transition, and
+    /// the first stage's split pattern.
+    pub(super) stage1: Box<Encoder>,
+    /// Every merge, both stages.
+    merges: Merges,
+    /// Where the first stage's merges never cross.
+    cuts: SafeCuts,
+    /// Whether the two phases give BPE's ids (see the module's doc).
+    two_phases: bool,
+}
+
+impl Superword {
+    /// `stage1`: the first stage's encoder; `merges`: all merges, in order,
+    /// as `(left, right, new)`; `transition`: the first id of the second stage.
+    pub(super) fn new(stage1: Encoder, merges: &[(Rank, Rank, Rank)], transition: Rank) -> Superword {
+        let cuts = SafeCuts::new((0..transition).filter_map(|id| stage1.token_bytes(id)));
+        // Every merge makes a new id, in order: then the first stage's merges
+        // are those of ids below the transition, and the second stage makes
+        // no id of the first (see the module's doc). Otherwise, the slow path.
+        let two_phases = merges.iter().enumerate().all(|(k, &(_, _, new))| new as usize == 256 + k)
+            && (transition as usize) <= 256 + merges.len();
+        // The first place of a pair, should a list hold it twice.
+        let mut places = Merges::default();
+        for (k, &(l, r, new)) in merges.iter().enumerate() {
+            places.entry((l, r)).or_insert((k as u32, new));
+        }
+        Superword { stage1: Box::new(stage1), merges: places, cuts, two_phases }
     }
 }
 
@@ -110,7 +134,7 @@ impl Encoder {
         let mut phase_a = Vec::with_capacity(chunk.len() / 3 + 1);
         let (stage1, mut memo) = (&sw.stage1, sw.stage1.memo());
         let mut failed = None;
-        sw.segments(text, |segment| {
+        sw.cuts.segments(stage1.splitter(), text, |segment| {
             if failed.is_none() {
                 if let Err(e) = stage1.encode_unseen(segment.as_bytes(), &mut memo, &mut phase_a) {
                     failed = Some(e);
@@ -130,6 +154,31 @@ impl Encoder {
         debug_assert_eq!(end, chunk.len());
         merge_parts(&sw.merges, &phase_a, &ends, &mut |_, _, id| out.push(id));
         Ok(())
+    }
+
+    /// `chunk`'s ids as [`Encoder::encode_chunk`] gives them, for a chunk of
+    /// many words (SuperBPE's second stage starts from these): encoded
+    /// segment by segment between `cuts`, the safe cuts of this encoder's
+    /// vocabulary among its pattern's split points, with `memo` as cache.
+    pub fn encode_chunk_between(
+        &self,
+        chunk: &[u8],
+        cuts: &SafeCuts,
+        memo: &mut super::Memo,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
+        let Ok(text) = std::str::from_utf8(chunk) else {
+            return self.encode_chunk(chunk, out);
+        };
+        let mut failed = None;
+        cuts.segments(self.splitter(), text, |segment| {
+            if failed.is_none() {
+                if let Err(e) = self.encode_unseen(segment.as_bytes(), memo, out) {
+                    failed = Some(e);
+                }
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
     }
 
     /// The slow path: BPE with the merge list over the whole chunk, from its
