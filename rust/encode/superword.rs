@@ -97,7 +97,7 @@ pub(super) struct Superword {
     /// Every merge, both stages.
     merges: Merges,
     /// Where the first stage's merges never cross.
-    cuts: SafeCuts,
+    pub(super) cuts: SafeCuts,
     /// Whether the two phases give BPE's ids (see the module's doc).
     two_phases: bool,
 }

@@ -126,7 +126,7 @@ fn random_text_equals_bpe_from_bytes() {
             let mut pieces = 0;
             sw.stage1.splitter().for_each_chunk(chunk, |_| pieces += 1).unwrap();
             let mut segments = 0;
-            sw.segments(chunk, |_| segments += 1).unwrap();
+            sw.cuts.segments(sw.stage1.splitter(), chunk, |_| segments += 1).unwrap();
             joined += (segments < pieces) as usize;
         })
         .unwrap();

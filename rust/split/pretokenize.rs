@@ -30,6 +30,8 @@ pub struct Splitter {
 enum Engine {
     /// One of the three built-in patterns.
     Lexer(Lexer),
+    /// SuperBPE's second-stage pattern (`split/superword.rs`).
+    Superword,
     /// Any other pattern; `true` if the `regex` crate accepts it too, i.e. it
     /// has no look-around or backreference and runs in linear time.
     Regex(Regex, bool),
@@ -38,6 +40,10 @@ enum Engine {
 impl Splitter {
     pub fn new(pattern: &str) -> Result<Self, String> {
         let engine = match Lexer::for_pattern(pattern) {
+            None if pattern == crate::split::superword::STAGE2_PATTERN => {
+                crate::split::lexer::is_letter('a'); // the class table, now
+                Engine::Superword
+            }
             Some(lexer) => {
                 // Builds the lexers' character-class table (a few ms, once
                 // per process) now rather than in the first call that lexes.
@@ -108,6 +114,7 @@ impl Splitter {
     ) -> Result<(), String> {
         match &self.engine {
             Engine::Lexer(lexer) => lexer.for_each_chunk(text, f),
+            Engine::Superword => crate::split::superword::for_each_chunk(text, f),
             Engine::Regex(regex, linear) => {
                 // fancy-regex bounds the backtracking of one match, not of all
                 // of them: `(a+)+(?!x)c|[\s\S]` on a run of n a's does O(n)

@@ -99,6 +99,16 @@ pub(crate) fn is_letter(c: char) -> bool {
     table()[c as usize] & L != 0
 }
 
+/// `\p{N}` (for `split/superword.rs`).
+pub(crate) fn is_number(c: char) -> bool {
+    table()[c as usize] & N != 0
+}
+
+/// `\s`, Unicode's White_Space (for `split/superword.rs`).
+pub(crate) fn is_white_space(c: char) -> bool {
+    table()[c as usize] & S != 0
+}
+
 /// `\p{L}` or `\p{M}` (for the word cut rule of `split/pretokenize.rs`).
 pub(crate) fn is_letter_or_mark(c: char) -> bool {
     table()[c as usize] & (L | M) != 0
