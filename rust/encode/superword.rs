@@ -36,7 +36,34 @@ use crate::split::pretokenize::Splitter;
 use crate::vocab::{Rank, NONE};
 
 /// A merge list: `(left, right) -> (its place in the list, the new id)`.
-pub type Merges = rustc_hash::FxHashMap<(Rank, Rank), (u32, Rank)>;
+#[derive(Default)]
+pub struct Merges {
+    map: rustc_hash::FxHashMap<(Rank, Rank), (u32, Rank)>,
+    /// Bit `id`: `id` is the left of some merge. Most adjacent parts of a
+    /// second-stage chunk are no merge, and this answers most of them
+    /// without a hash probe.
+    lefts: Vec<u64>,
+}
+
+impl Merges {
+    fn insert(&mut self, left: Rank, right: Rank, place: u32, new: Rank) {
+        self.map.entry((left, right)).or_insert((place, new));
+        let k = left as usize / 64;
+        if self.lefts.len() <= k {
+            self.lefts.resize(k + 1, 0);
+        }
+        self.lefts[k] |= 1 << (left % 64);
+    }
+
+    #[inline]
+    fn get(&self, left: Rank, right: Rank) -> Option<(u32, Rank)> {
+        let bits = self.lefts.get(left as usize / 64).copied().unwrap_or(0);
+        if bits & (1 << (left % 64)) == 0 {
+            return None;
+        }
+        self.map.get(&(left, right)).copied()
+    }
+}
 
 /// The safe cuts of a first-stage vocabulary (see the module's doc): bit
 /// `a << 8 | b` is set when the bytes `a b` occur, in that order, inside
@@ -96,6 +123,8 @@ pub(super) struct Superword {
     pub(super) stage1: Box<Encoder>,
     /// Every merge, both stages.
     merges: Merges,
+    /// The second stage's merges alone: all that phase B can make.
+    second: Merges,
     /// Where the first stage's merges never cross.
     pub(super) cuts: SafeCuts,
     /// Whether the two phases give BPE's ids (see the module's doc).
@@ -113,11 +142,14 @@ impl Superword {
         let two_phases = merges.iter().enumerate().all(|(k, &(_, _, new))| new as usize == 256 + k)
             && (transition as usize) <= 256 + merges.len();
         // The first place of a pair, should a list hold it twice.
-        let mut places = Merges::default();
+        let (mut places, mut second) = (Merges::default(), Merges::default());
         for (k, &(l, r, new)) in merges.iter().enumerate() {
-            places.entry((l, r)).or_insert((k as u32, new));
+            places.insert(l, r, k as u32, new);
+            if new >= transition {
+                second.insert(l, r, k as u32, new);
+            }
         }
-        Superword { stage1: Box::new(stage1), merges: places, cuts, two_phases }
+        Superword { stage1: Box::new(stage1), merges: places, second, cuts, two_phases }
     }
 }
 
@@ -152,7 +184,7 @@ impl Encoder {
             ends.push(end);
         }
         debug_assert_eq!(end, chunk.len());
-        merge_parts(&sw.merges, &phase_a, &ends, &mut |_, _, id| out.push(id));
+        merge_parts(&sw.second, &phase_a, &ends, &mut |_, _, id| out.push(id));
         Ok(())
     }
 
@@ -206,54 +238,68 @@ impl Encoder {
 /// with lazy deletion, as `merge.rs`'s heap merge does with ranks. Calls
 /// `emit(start, end, id)` for each final part, left to right.
 pub(super) fn merge_parts(merges: &Merges, ids: &[Rank], ends: &[usize], emit: &mut impl FnMut(usize, usize, Rank)) {
+    /// One part: its id, the previous and next live parts, and the place of
+    /// the merge with the next one (`u32::MAX`: none). One allocation for
+    /// all (a chunk of SuperBPE's second stage has tens of parts).
+    #[derive(Clone, Copy)]
+    struct Part {
+        id: Rank,
+        prev: u32,
+        next: u32,
+        place: u32,
+    }
     let n = ids.len();
     if n == 0 {
         return;
     }
-    let start: Vec<usize> = std::iter::once(0).chain(ends.iter().copied()).collect();
-    let mut next: Vec<usize> = (1..=n).collect();
-    let mut prev: Vec<usize> = (0..n).map(|k| k.wrapping_sub(1)).collect();
-    let mut alive = vec![true; n];
-    let mut id = ids.to_vec();
-    // The merge of part k with the next part, if any: (place, new id).
-    let merge_at = |id: &[Rank], next: &[usize], k: usize| -> Option<(u32, Rank)> {
-        let j = next[k];
-        if j >= n {
-            return None;
-        }
-        merges.get(&(id[k], id[j])).copied()
-    };
-    let mut place: Vec<u32> = (0..n).map(|k| merge_at(&id, &next, k).map_or(u32::MAX, |m| m.0)).collect();
-    let mut heap: BinaryHeap<Reverse<(u32, usize)>> =
-        place.iter().enumerate().filter(|&(_, &p)| p != u32::MAX).map(|(k, &p)| Reverse((p, k))).collect();
+    let place_of = |l: Rank, r: Rank| merges.get(l, r).unwrap_or((u32::MAX, NONE));
+    let mut parts: Vec<Part> = (0..n)
+        .map(|k| Part {
+            id: ids[k],
+            prev: (k as u32).wrapping_sub(1),
+            next: k as u32 + 1,
+            place: if k + 1 < n { place_of(ids[k], ids[k + 1]).0 } else { u32::MAX },
+        })
+        .collect();
+    let mut heap: BinaryHeap<Reverse<(u32, u32)>> =
+        parts.iter().enumerate().filter(|(_, p)| p.place != u32::MAX).map(|(k, p)| Reverse((p.place, k as u32))).collect();
+    let mut alive = vec![true; if heap.is_empty() { 0 } else { n }];
     while let Some(Reverse((p, k))) = heap.pop() {
-        if !alive[k] || place[k] != p {
+        let k = k as usize;
+        if !alive[k] || parts[k].place != p {
             continue; // stale
         }
-        let (_, new) = merge_at(&id, &next, k).expect("a live entry is a merge");
-        let j = next[k];
+        let j = parts[k].next as usize;
+        let (_, new) = place_of(parts[k].id, parts[j].id);
         alive[j] = false;
-        id[k] = new;
-        next[k] = next[j];
-        if next[k] < n {
-            prev[next[k]] = k;
-        }
-        place[k] = merge_at(&id, &next, k).map_or(u32::MAX, |m| m.0);
-        if place[k] != u32::MAX {
-            heap.push(Reverse((place[k], k)));
+        parts[k].id = new;
+        parts[k].next = parts[j].next;
+        let after = parts[k].next as usize;
+        if after < n {
+            parts[after].prev = k as u32;
+            parts[k].place = place_of(new, parts[after].id).0;
+            if parts[k].place != u32::MAX {
+                heap.push(Reverse((parts[k].place, k as u32)));
+            }
+        } else {
+            parts[k].place = u32::MAX;
         }
         if k > 0 {
-            let q = prev[k];
-            place[q] = merge_at(&id, &next, q).map_or(u32::MAX, |m| m.0);
-            if place[q] != u32::MAX {
-                heap.push(Reverse((place[q], q)));
+            let q = parts[k].prev as usize;
+            parts[q].place = place_of(parts[q].id, new).0;
+            if parts[q].place != u32::MAX {
+                heap.push(Reverse((parts[q].place, q as u32)));
             }
         }
     }
     let mut k = 0;
+    let mut start = 0;
     while k < n {
-        emit(start[k], start[next[k]], id[k]);
-        k = next[k];
+        let next = parts[k].next as usize;
+        let end = ends[next - 1];
+        emit(start, end, parts[k].id);
+        start = end;
+        k = next;
     }
 }
 
