@@ -25,7 +25,7 @@
 //!   the whole chunk; only merges of the second stage are left to make.
 //!
 //! Tested against the slow path and the Python oracle
-//! (`bpe/reference.py`) on random and real text: `encode/tests.rs`,
+//! (`bpe/reference.py`) on random and real text: `train/superword_tests.rs`,
 //! `tests/tokenizer/test_superbpe.py`.
 
 use std::cmp::Reverse;
@@ -126,7 +126,7 @@ pub(super) struct Superword {
     /// The second stage's merges alone: all that phase B can make.
     second: Merges,
     /// Where the first stage's merges never cross.
-    pub(super) cuts: SafeCuts,
+    cuts: SafeCuts,
     /// Whether the two phases give BPE's ids (see the module's doc).
     two_phases: bool,
 }
@@ -261,8 +261,12 @@ pub(super) fn merge_parts(merges: &Merges, ids: &[Rank], ends: &[usize], emit: &
             place: if k + 1 < n { place_of(ids[k], ids[k + 1]).0 } else { u32::MAX },
         })
         .collect();
-    let mut heap: BinaryHeap<Reverse<(u32, u32)>> =
-        parts.iter().enumerate().filter(|(_, p)| p.place != u32::MAX).map(|(k, p)| Reverse((p.place, k as u32))).collect();
+    let mut heap: BinaryHeap<Reverse<(u32, u32)>> = parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.place != u32::MAX)
+        .map(|(k, p)| Reverse((p.place, k as u32)))
+        .collect();
     let mut alive = vec![true; if heap.is_empty() { 0 } else { n }];
     while let Some(Reverse((p, k))) = heap.pop() {
         let k = k as usize;
@@ -303,6 +307,21 @@ pub(super) fn merge_parts(merges: &Merges, ids: &[Rank], ends: &[usize], emit: &
     }
 }
 
-#[cfg(test)]
-#[path = "superword_tests.rs"]
-mod tests;
+/// For the tests of SuperBPE as a whole (`train/superword_tests.rs`: they
+/// train a vocabulary, and `train` sits above this module).
+#[doc(hidden)]
+impl Encoder {
+    /// A SuperBPE encoder's ids of `chunk` by the two phases and by the
+    /// slow path, the number of the first stage's chunks in it and of its
+    /// segments between safe cuts, and whether the two phases are used.
+    pub fn superword_paths(&self, chunk: &str) -> (Vec<Rank>, Vec<Rank>, usize, usize, bool) {
+        let sw = self.superword.as_ref().expect("a SuperBPE encoder");
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        self.merge_superword(sw, chunk.as_bytes(), &mut fast).expect("encodes");
+        self.merge_superword_from_bytes(sw, chunk.as_bytes(), &mut slow).expect("encodes");
+        let (mut pieces, mut segments) = (0, 0);
+        sw.stage1.splitter().for_each_chunk(chunk, |_| pieces += 1).expect("splits");
+        sw.cuts.segments(sw.stage1.splitter(), chunk, |_| segments += 1).expect("splits");
+        (fast, slow, pieces, segments, sw.two_phases)
+    }
+}

@@ -295,3 +295,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod superword_tests;

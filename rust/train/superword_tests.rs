@@ -4,19 +4,12 @@
 
 use rustc_hash::FxHashMap;
 
-use super::super::Encoder;
+use super::{count_documents, extend_merges, learn_merges, superword_allowed};
+use crate::encode::Encoder;
 use crate::split::patterns::GPT4_PATTERN;
 use crate::split::pretokenize::Splitter;
-use crate::train::{count_documents, extend_merges, learn_merges, superword_allowed};
+use crate::split::superword::STAGE2_PATTERN as STAGE2;
 use crate::vocab::Rank;
-
-/// SuperBPE's second-stage pattern (its training script's regex, split
-/// "isolated": the matches and the text between them are the chunks),
-/// written as a regex whose matches are those chunks.
-pub(crate) const STAGE2: &str = concat!(
-    r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)",
-    r"|(?:(?!\p{N}| ?[^\s\p{L}\p{N}]{2,}| +(?!\S))[\s\S])+"
-);
 
 /// A two-stage vocabulary trained on `text`: `transition` ids from the first
 /// stage, `target` in all. Returns the encoder and its merges.
@@ -33,7 +26,7 @@ fn two_stages(text: &str, transition: usize, target: usize) -> (Encoder, Vec<(Ra
     let ranks: FxHashMap<Vec<u8>, Rank> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as Rank)).collect();
     let stage1 = Encoder::with_splitter(ranks, FxHashMap::default(), p1.clone()).unwrap();
     let counts = count_documents(&p2, &[text]).unwrap();
-    let allow = Some(Box::new(|t: &[u8]| superword_allowed(t, 4)) as crate::train::Allow);
+    let allow = Some(Box::new(|t: &[u8]| superword_allowed(t, 4)) as super::Allow);
     let encode = |b: &[u8], out: &mut Vec<u32>| stage1.encode_chunk(b, out).unwrap();
     let second = extend_merges(counts, &tokens, encode, target, allow, |_, _| Ok(())).unwrap();
     let mut merges: Vec<(Rank, Rank, Rank)> = first.iter().map(|m| (m.left, m.right, m.new)).collect();
@@ -74,15 +67,12 @@ fn superwords_are_learned_within_the_rule() {
 fn two_phases_equal_bpe_from_bytes() {
     let text = corpus();
     let (enc, _) = two_stages(&text, 1000, 1400);
-    let sw = enc.superword.as_ref().unwrap();
-    assert!(sw.two_phases);
     let mut checked = 0;
     let tail = &text[250_000..];
     enc.splitter()
         .for_each_chunk(tail, |chunk| {
-            let (mut fast, mut slow) = (Vec::new(), Vec::new());
-            enc.merge_superword(sw, chunk.as_bytes(), &mut fast).unwrap();
-            enc.merge_superword_from_bytes(sw, chunk.as_bytes(), &mut slow).unwrap();
+            let (fast, slow, _, _, two_phases) = enc.superword_paths(chunk);
+            assert!(two_phases);
             assert_eq!(fast, slow, "{chunk:?}");
             checked += 1;
         })
@@ -93,9 +83,7 @@ fn two_phases_equal_bpe_from_bytes() {
     let ids = enc.encode_ordinary(tail).unwrap();
     assert_eq!(enc.decode_bytes(&ids).unwrap(), tail.as_bytes());
     let mut slow = Vec::new();
-    enc.splitter()
-        .for_each_chunk(tail, |chunk| enc.merge_superword_from_bytes(sw, chunk.as_bytes(), &mut slow).unwrap())
-        .unwrap();
+    enc.splitter().for_each_chunk(tail, |chunk| slow.extend(enc.superword_paths(chunk).1)).unwrap();
     assert_eq!(ids, slow);
 }
 
@@ -114,19 +102,12 @@ fn random_text_equals_bpe_from_bytes() {
         text.push_str(WORDS[(seed % WORDS.len() as u64) as usize]);
     }
     let (enc, _) = two_stages(&text, 600, 900);
-    let sw = enc.superword.as_ref().unwrap();
     let (mut checked, mut joined) = (0, 0);
     enc.splitter()
         .for_each_chunk(&text, |chunk| {
-            let (mut fast, mut slow) = (Vec::new(), Vec::new());
-            enc.merge_superword(sw, chunk.as_bytes(), &mut fast).unwrap();
-            enc.merge_superword_from_bytes(sw, chunk.as_bytes(), &mut slow).unwrap();
+            let (fast, slow, pieces, segments, _) = enc.superword_paths(chunk);
             assert_eq!(fast, slow, "{chunk:?}");
             checked += 1;
-            let mut pieces = 0;
-            sw.stage1.splitter().for_each_chunk(chunk, |_| pieces += 1).unwrap();
-            let mut segments = 0;
-            sw.cuts.segments(sw.stage1.splitter(), chunk, |_| segments += 1).unwrap();
             joined += (segments < pieces) as usize;
         })
         .unwrap();
