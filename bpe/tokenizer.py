@@ -161,6 +161,13 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
             self._merges = {(l, r): n for l, r, n in self._core.recover_merges()}
         return self._merges
 
+    @property
+    def removed_tokens(self) -> list[bytes]:
+        """A Picky BPE vocabulary's removed tokens (removed during training
+        and not made again; :attr:`picky`), in the order they were first
+        made; ``[]`` for any other vocabulary."""
+        return [] if self.picky is None else replay_events(self.picky.events).removed
+
     def _ranks(self) -> dict[bytes, int]:
         return {b: i for i, b in self.vocab.items()}
 
