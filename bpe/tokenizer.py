@@ -136,7 +136,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         check_id_range(self.vocab, self.special_tokens)
         if make_core is None and self.picky is not None:
             engine = replay_events(self.picky.events).engine
-            self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, None, engine)
+            self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, picky=engine)
         elif make_core is None and self.superbpe is not None:
             merges = [(left, right, new) for (left, right), new in self._merges.items()]
             stages = (self.superbpe.pattern, self.superbpe.transition, merges)

@@ -190,7 +190,8 @@ def test_events_are_checked():
 
 def test_exports_that_cannot_hold_events_say_why(picky, tmp_path):
     for call in (lambda: picky.save_huggingface(tmp_path / "t.json"), lambda: picky.save_tiktoken(tmp_path / "t"),
-                 lambda: picky.shrink(500), lambda: picky.merges):
+                 lambda: picky.shrink(500), lambda: picky.merges, lambda: picky._mergeable_ranks,
+                 lambda: picky.to_tiktoken()):
         with pytest.raises(ValueError, match="Picky"):
             call()
     with pytest.raises(ValueError, match="Picky"):
