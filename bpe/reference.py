@@ -60,7 +60,8 @@ from typing import Callable, Iterable
 
 import regex
 
-__all__ = ["pretokenize", "train", "encode", "decode", "vocab_from_merges", "train_superbpe", "encode_merges"]
+__all__ = ["pretokenize", "train", "encode", "decode", "vocab_from_merges", "train_superbpe", "encode_merges",
+           "train_picky", "encode_picky"]
 
 #: Split pattern used by GPT-4's cl100k tokenizer (possessive form).
 GPT4_PATTERN = (
@@ -290,4 +291,131 @@ def encode_merges(text: str, merges: Iterable[Merge], pattern: str) -> list[int]
     for chunk in pretokenize(text, pattern):
         if chunk:
             ids.extend(_encode_with_merges(chunk.encode("utf-8"), places))
+# -- Picky BPE ----------------------------------------------------------------
+#
+# Picky BPE (Chizhov et al., 2024, arXiv 2409.04599; bpe/_tokenizer/picky.py):
+# events in training ids, ``(left, right)`` for a merge (the token of those
+# bytes keeps its id if it exists, present or removed, else takes the next)
+# and ``(token,)`` for a removal.
+
+
+def _split_parts(x: int, made_of: dict[int, tuple[int, int]], present: set[int]) -> list[int]:
+    """``x``'s parts: the pair it was first made of, each part split further
+    while it is not present (bytes always are)."""
+    if x < 256 or x in present:
+        return [x]
+    left, right = made_of[x]
+    return _split_parts(left, made_of, present) + _split_parts(right, made_of, present)
+
+
+def train_picky(
+    texts: Iterable[str], vocab_size: int, pattern: str, prune: float, n_special: int = 0
+) -> list[tuple[int, ...]]:
+    """Learn a Picky BPE vocabulary of ``vocab_size - n_special`` present
+    tokens: :func:`train`'s loop (same counts, tie-break and duplicate rule),
+    and after each merge of ``(a, b)`` that merged ``f`` occurrences, ``a``
+    then ``b`` (once if equal) loses ``f`` occurrences (``2f`` if equal) and
+    is removed if ``f / (left + f) > prune`` (``left``: its occurrences
+    left) and it is not a byte: every occurrence is split into its parts,
+    which gain its occurrences. Stops also when no pair is left, or after
+    ``8 * max(target, 256)`` events (a guard the Rust loop shares)."""
+    target = vocab_size - n_special
+    chunk_counts: Counter[bytes] = Counter()
+    for doc in texts:
+        for chunk in pretokenize(doc, pattern):
+            if chunk:
+                chunk_counts[chunk.encode("utf-8")] += 1
+    words: dict[tuple[int, ...], int] = {tuple(b): n for b, n in chunk_counts.items()}
+    vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+    id_of = {b: i for i, b in vocab.items()}
+    made_of: dict[int, tuple[int, int]] = {}
+    present = set(range(256))
+    freq: Counter[int] = Counter()
+    for word, n in words.items():
+        for t in word:
+            freq[t] += n
+    events: list[tuple[int, ...]] = []
+    while len(present) < target and len(events) < 8 * max(target, 256):
+        pair_counts: Counter[tuple[int, int]] = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                pair_counts[pair] += n
+        if not pair_counts:
+            break
+        left, right = min(pair_counts, key=lambda p: (-pair_counts[p], vocab[p[0]], vocab[p[1]]))
+        made = vocab[left] + vocab[right]
+        new = id_of.get(made)
+        if new is None:
+            new = len(vocab)
+            vocab[new], id_of[made], made_of[new] = made, new, (left, right)
+        present.add(new)
+        events.append((left, right))
+        merged: dict[tuple[int, ...], int] = {}
+        f = 0
+        for word, n in words.items():
+            w = _merge_word(word, left, right, new)
+            f += (len(word) - len(w)) * n
+            merged[w] = merged.get(w, 0) + n
+        words = merged
+        freq[new] += f
+        for x in (left,) if left == right else (left, right):
+            freq[x] -= 2 * f if left == right else f
+            if x >= 256 and x in present and f / (freq[x] + f) > prune:
+                present.discard(x)
+                parts = _split_parts(x, made_of, present)
+                for p in parts:
+                    freq[p] += freq[x]
+                freq[x] = 0
+                split: dict[tuple[int, ...], int] = {}
+                for word, n in words.items():
+                    w = tuple(t for u in word for t in (parts if u == x else (u,)))
+                    split[w] = split.get(w, 0) + n
+                words = split
+                events.append((x,))
+    return events
+
+
+def encode_picky(text: str, events: Iterable[tuple[int, ...]], pattern: str) -> list[int]:
+    """Encode ordinary ``text`` with a Picky BPE vocabulary, literally: a
+    chunk that is a present token whole is that token (as the paper's
+    encoder has it); any other chunk starts as its bytes and every event is
+    applied in order (a merge to every adjacent pair, left to right; a
+    removal to every occurrence, split into the parts it had when removed).
+    Ids: the present tokens in training-id order, from 0."""
+    vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+    id_of = {b: i for i, b in vocab.items()}
+    made_of: dict[int, tuple[int, int]] = {}
+    present = set(range(256))
+    steps: list[tuple[int, ...]] = []  # (left, right, new) and (token, parts)
+    for event in events:
+        if len(event) == 2:
+            left, right = event
+            made = vocab[left] + vocab[right]
+            new = id_of.get(made)
+            if new is None:
+                new = len(vocab)
+                vocab[new], id_of[made], made_of[new] = made, new, (left, right)
+            present.add(new)
+            steps.append((left, right, new))
+        else:
+            (x,) = event
+            present.discard(x)
+            steps.append((x, tuple(_split_parts(x, made_of, present))))
+    final = {t: i for i, t in enumerate(sorted(present))}
+    ids: list[int] = []
+    for chunk in pretokenize(text, pattern):
+        b = chunk.encode("utf-8")
+        if not b:
+            continue
+        if b in id_of and id_of[b] in present:
+            ids.append(final[id_of[b]])
+            continue
+        word: tuple[int, ...] = tuple(b)
+        for step in steps:
+            if len(step) == 3:
+                word = _merge_word(word, *step)
+            else:
+                x, parts = step
+                word = tuple(t for u in word for t in (parts if u == x else (u,)))
+        ids.extend(final[t] for t in word)
     return ids

@@ -29,6 +29,7 @@ from bpe._tokenizer.dropout import Dropout
 from bpe._tokenizer.encoding import Encoders
 from bpe._tokenizer.interop import Interop
 from bpe._tokenizer.offsets import Measuring
+from bpe._tokenizer.picky import Picky, check_picky, replay_events
 from bpe._tokenizer.pretrained import Pretrained
 from bpe._tokenizer.reshape import Reshaping
 from bpe._tokenizer.superbpe import SuperBPE
@@ -56,6 +57,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         *,
         ranks: dict[bytes, int] | None = None,
         superbpe: SuperBPE | tuple[int, str] | None = None,
+        picky: Picky | tuple | None = None,
     ):
         """Build from a merge list or from ranks.
 
@@ -71,6 +73,9 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         ``superbpe``: ``(transition, stage-1 pattern)`` for a SuperBPE
         vocabulary (``bpe/_tokenizer/superbpe.py``; ``pattern`` is then the
         second stage's); it needs ``merges``.
+
+        ``picky``: ``(events, prune)`` for a Picky BPE vocabulary
+        (``bpe/_tokenizer/picky.py``), in place of ``merges`` and ``ranks``.
         """
         self.pattern = resolve_pattern(pattern)
         if not isinstance(merges, Iterable):
@@ -80,7 +85,12 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
             raise TypeError(
                 f"special_tokens must be a dict {{text: id}} (or None), not {type(special_tokens).__name__}"
             )
-        if ranks is not None:
+        self.picky = None if picky is None else check_picky(picky)
+        if self.picky is not None:
+            if merges or ranks is not None or superbpe is not None:
+                raise ValueError("a Picky vocabulary is its events: give picky= alone, not merges, ranks or superbpe")
+            self.vocab, self._merges = replay_events(self.picky.events).vocab, None
+        elif ranks is not None:
             if not isinstance(ranks, Mapping):
                 raise TypeError(f"ranks must be a dict {{token bytes: rank}} (or None), not {type(ranks).__name__}")
             if merges:
@@ -89,7 +99,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
             self._merges: dict[tuple[int, int], int] | None = None  # recovered on demand
         else:
             self.vocab, self._merges = replay(merges)
-        self._from_merges = ranks is None
+        self._from_merges = ranks is None and self.picky is None
         self.superbpe = self._check_superbpe(superbpe)
         self._set_special_tokens_and_core(special_tokens)
 
@@ -111,20 +121,23 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         return SuperBPE(transition, resolve_pattern(pattern))
 
     @classmethod
-    def _trained(cls, vocab, merges, pattern, special_tokens, make_core, superbpe=None) -> "Tokenizer":
+    def _trained(cls, vocab, merges, pattern, special_tokens, make_core, superbpe=None, picky=None) -> "Tokenizer":
         """A Tokenizer from the trainer's own output (vocab and merges
         consistent by construction), skipping the merge replay of __init__;
         ``make_core(special_tokens)`` builds the encoder."""
         self = cls.__new__(cls)
-        self.pattern, self.vocab, self._merges, self._from_merges = pattern, vocab, merges, True
-        self.superbpe = superbpe
+        self.pattern, self.vocab, self._merges, self._from_merges = pattern, vocab, merges, picky is None
+        self.superbpe, self.picky = superbpe, picky
         self._set_special_tokens_and_core(special_tokens, make_core)
         return self
 
     def _set_special_tokens_and_core(self, special_tokens, make_core=None) -> None:
         self.special_tokens: dict[str, int] = check_assigned(special_tokens, self.vocab)
         check_id_range(self.vocab, self.special_tokens)
-        if make_core is None and self.superbpe is not None:
+        if make_core is None and self.picky is not None:
+            engine = replay_events(self.picky.events).engine
+            self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, picky=engine)
+        elif make_core is None and self.superbpe is not None:
             merges = [(left, right, new) for (left, right), new in self._merges.items()]
             stages = (self.superbpe.pattern, self.superbpe.transition, merges)
             self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, stages)
@@ -141,9 +154,19 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         the two parts BPE makes of its bytes with the ranks below r. Raises
         ``ValueError`` if some token is not such a merge (encoding still works;
         only exports that need merges, like ``save_huggingface``, do not)."""
+        if self.picky is not None:
+            raise ValueError("a Picky BPE vocabulary has no merge list: it is its merges and removals in order "
+                             "(Tokenizer.picky.events)")
         if self._merges is None:
             self._merges = {(l, r): n for l, r, n in self._core.recover_merges()}
         return self._merges
+
+    @property
+    def removed_tokens(self) -> list[bytes]:
+        """A Picky BPE vocabulary's removed tokens (removed during training
+        and not made again; :attr:`picky`), in the order they were first
+        made; ``[]`` for any other vocabulary."""
+        return [] if self.picky is None else replay_events(self.picky.events).removed
 
     def _ranks(self) -> dict[bytes, int]:
         return {b: i for i, b in self.vocab.items()}
@@ -179,6 +202,8 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
 
     def _dumps(self) -> str:
         """The text of the file :meth:`save` writes."""
+        if self.picky is not None:
+            return bpefile.dumps(self.pattern, self.special_tokens, picky=self.picky)
         if self._from_merges:
             return bpefile.dumps(self.pattern, self.special_tokens, merges=list(self.merges),
                                  superbpe=None if self.superbpe is None else tuple(self.superbpe))
@@ -200,6 +225,8 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
     def _parse(cls, raw: bytes, name: str) -> "Tokenizer":
         f = bpefile.parse(raw, name)
         try:  # the content: merges that replay, unique tokens, ids in range, ...
+            if f.picky is not None:
+                return cls(pattern=f.pattern, special_tokens=f.special_tokens, picky=f.picky)
             return cls(f.merges, f.pattern, f.special_tokens, ranks=f.ranks, superbpe=f.superbpe)
         except (ValueError, TypeError, OverflowError, RecursionError) as e:
             raise TokenizerFileError(f"{name}: corrupted: {e}") from None
@@ -209,6 +236,8 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
     def __reduce__(self):
         # The name goes too, when one was given (the default is derived).
         state = {"_name": self._name} if self.__dict__.get("_name") is not None else None
+        if self.picky is not None:
+            return (_picky, (tuple(self.picky), self.pattern, self.special_tokens), state)
         if self.superbpe is not None:
             return (_superbpe, (self.merges, self.pattern, self.special_tokens, tuple(self.superbpe)), state)
         if self._from_merges:
@@ -224,6 +253,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
             and self.pattern == other.pattern
             and self.special_tokens == other.special_tokens
             and self.superbpe == other.superbpe
+            and self.picky == other.picky
         )
 
     __hash__ = None  # mutable state
@@ -231,6 +261,10 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
 
 def _superbpe(merges, pattern, special_tokens, superbpe) -> Tokenizer:
     return Tokenizer(merges, pattern, special_tokens, superbpe=superbpe)
+
+
+def _picky(picky, pattern, special_tokens) -> Tokenizer:
+    return Tokenizer(pattern=pattern, special_tokens=special_tokens, picky=picky)
 
 
 def _from_ranks(ranks, pattern, special_tokens) -> Tokenizer:

@@ -39,6 +39,9 @@ class Dropout:
         """``encode(text, dropout=p, seed=s)`` for p > 0 (``encode`` checks
         nothing else before it hands over)."""
         p, seed = check_dropout(dropout, seed)
+        if self.picky is not None:
+            raise ValueError("dropout skips merges of a merge list, and a Picky BPE vocabulary is encoded by "
+                             "replaying its merges and removals: it has no dropout")
         if num_threads != 1:
             raise ValueError("dropout encodes on one thread (its draws run in text order): leave num_threads out")
         allowed = self._policy(text, allowed_special, disallowed_special)

@@ -11,6 +11,7 @@ import os
 from typing import TypeVar
 
 from bpe.formats.bpefile import TokenizerFileError, parse_tiktoken_lines, read_file, tiktoken_lines
+from bpe._tokenizer.picky import refuse
 from bpe._util.files import PathLike, atomic_write_text
 from bpe.formats import openai
 from bpe.formats.specs import load_spec
@@ -96,6 +97,8 @@ class Interop:
     def to_tiktoken(self, name: str = "bpe"):
         """A ``tiktoken.Encoding`` with our ranks, pattern and special tokens:
         it encodes every text to the same ids as this Tokenizer."""
+        if self.picky is not None:
+            raise refuse("a tiktoken.Encoding (ranks)")
         tiktoken = _import_tiktoken()
         return tiktoken.Encoding(
             name, pat_str=self.pattern, mergeable_ranks=self._ranks(), special_tokens=dict(self.special_tokens)
@@ -110,6 +113,8 @@ class Interop:
         HuggingFace does). Needs the merge list (see :attr:`merges`)."""
         from bpe.formats import huggingface as huggingface
 
+        if self.picky is not None:
+            raise refuse("a HuggingFace tokenizer.json (a merge list)")
         atomic_write_text(path, huggingface.to_json(self.vocab, self.merges, self.pattern, self.special_tokens))
 
     @classmethod
@@ -133,6 +138,8 @@ class Interop:
         """Writes the ranks as a ``.tiktoken`` file (base64 token, space, rank;
         one per line). Like tiktoken's files it holds neither the pattern nor
         the special tokens: pass them to ``from_tiktoken`` or ``tiktoken.Encoding``."""
+        if self.picky is not None:
+            raise refuse("a .tiktoken file (ranks)")
         atomic_write_text(path, "".join(line + "\n" for line in tiktoken_lines(self.vocab)))
 
 

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TypeVar
 
+from bpe._tokenizer.picky import refuse
 from bpe._util.specials import check_assigned, check_special_tokens
 from bpe.formats.specs import load_spec
 
@@ -119,6 +120,10 @@ class Reshaping:
         """A Tokenizer of this kind (merges or ranks) with this pattern, the
         ordinary tokens ``vocab`` (this one's, or its first ``n``) and
         ``specials``."""
+        if self.picky is not None:
+            if len(vocab) != len(self.vocab):
+                raise refuse("shrinking")
+            return type(self)._trained(vocab, None, self.pattern, specials, None, None, self.picky)
         if not self._from_merges:
             return type(self)(pattern=self.pattern, special_tokens=specials,
                               ranks={b: i for i, b in vocab.items()})
@@ -150,6 +155,8 @@ class Reshaping:
         if not isinstance(base, cls):
             raise TypeError(f"base must be a Tokenizer, a tokenizer file or a name such as 'cl100k', "
                             f"not {type(base).__name__}")
+        if base.picky is not None:
+            raise refuse("extending (base=)")
         if base.superbpe is not None:
             raise ValueError("extending a SuperBPE vocabulary is not supported: train it again with a larger "
                              "vocab_size (superbpe= keeps its transition)")

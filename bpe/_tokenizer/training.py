@@ -8,6 +8,7 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Collection, Iterable, Sequence, overload
 
+from bpe._tokenizer.picky import Picky, check_prune, replay_events
 from bpe._tokenizer.superbpe import STAGE2_PATTERN, SUPERWORD_WORDS, SuperBPE
 from bpe._util.patterns import resolve_pattern
 from bpe._util.specials import ENDOFTEXT, check_special_tokens
@@ -47,6 +48,7 @@ class Training:
         min_frequency: int | None = ...,
         base: "Tokenizer | PathLike | None" = ...,
         superbpe: int | None = ...,
+        prune: float | None = ...,
     ) -> "Tokenizer": ...
 
     @overload
@@ -65,6 +67,7 @@ class Training:
         min_frequency: int | None = ...,
         base: "Tokenizer | PathLike | None" = ...,
         superbpe: int | None = ...,
+        prune: float | None = ...,
     ) -> "list[Tokenizer]": ...
 
     @classmethod
@@ -82,6 +85,7 @@ class Training:
         min_frequency: int | None = None,
         base: "Tokenizer | PathLike | None" = None,
         superbpe: int | None = None,
+        prune: float | None = None,
     ) -> "Tokenizer | list[Tokenizer]":
         """Learns a byte-level BPE vocabulary of ``vocab_size`` tokens.
 
@@ -137,8 +141,22 @@ class Training:
         to ``vocab_size`` with merges that may cross spaces (superwords, at
         most 4 words each); see bpe/_tokenizer/superbpe.py. The corpus is
         read twice, so ``source`` must not be a one-pass iterator.
+
+        ``prune``: train a Picky BPE vocabulary (Chizhov et al., 2024) with
+        this threshold in (0, 1], e.g. 0.9: after each merge, a token of the
+        pair is removed when the merge used up more than ``prune`` of its
+        occurrences (single bytes never are), and ``vocab_size`` counts the
+        tokens present at the end; 1 removes nothing (ordinary BPE). See
+        bpe/_tokenizer/picky.py and docs/pruning.md.
         """
         options = SourceOptions(text_field=text_field, skip_bad=skip_bad)
+        prune = check_prune(prune)
+        if prune is not None:
+            why = ("base=" if base is not None else "superbpe=" if superbpe is not None
+                   else "a list of sizes" if isinstance(vocab_size, (list, tuple)) else None)
+            if why:
+                raise ValueError(f"prune= trains a Picky BPE vocabulary from bytes, to one size; it does not go "
+                                 f"with {why}")
         if superbpe is not None:
             if base is not None:
                 raise ValueError("superbpe= trains from bytes; it does not go with base=")
@@ -179,6 +197,8 @@ class Training:
             )
         if base is not None:
             return cls._learn_on_base(trainer, base, new, extra, progress, min_frequency)
+        if prune is not None:
+            return cls._learn_picky(trainer, pattern, vocab_size, specials, progress, min_frequency, prune)
         return cls._learn(trainer, pattern, vocab_size, specials, progress, min_frequency)
 
     @classmethod
@@ -243,14 +263,18 @@ class Training:
         special_tokens: Collection[str] = (ENDOFTEXT,),
         min_frequency: int | None = None,
         progress: bool | None = None,
+        prune: float | None = None,
     ) -> "Tokenizer":
         """:meth:`train` from chunk counts instead of a corpus: a ``bpe.Counts``
         (left as it is) or the path of a ``.bpec`` file (read straight into
         the trainer; the least memory). The pattern is the counts'. The same
         counts give the same tokenizer as :meth:`train` on the corpus counted,
-        byte for byte; ``min_frequency`` as for :meth:`train`."""
+        byte for byte; ``min_frequency`` and ``prune`` as for :meth:`train`."""
         specials, progress = cls._training_args(vocab_size, special_tokens, progress)
+        prune = check_prune(prune)
         trainer, pattern = trainer_for(counts, check_min_frequency(min_frequency))
+        if prune is not None:
+            return cls._learn_picky(trainer, pattern, vocab_size, specials, progress, 1, prune)
         return cls._learn(trainer, pattern, vocab_size, specials, progress, 1)
 
     @staticmethod
@@ -308,3 +332,18 @@ class Training:
                 )
         return tok
 
+
+    @classmethod
+    def _learn_picky(cls, trainer, pattern, vocab_size, specials, progress, min_frequency, prune) -> "Tokenizer":
+        """The Picky BPE loop over the trainer's counts (``rust/train/picky.rs``),
+        and the tokenizer its events make (bpe/_tokenizer/picky.py)."""
+        target = vocab_size - len(specials)
+        learnt = trainer.train_picky(target, prune, progress, min_frequency)
+        events = tuple((e[0], e[1]) if len(e) == 3 else (e[0],) for e in learnt)
+        picky = Picky(events, prune)
+        vocab = replay_events(events).vocab
+        if len(vocab) < target:
+            warnings.warn(f"the corpus ran out of pairs to merge: the vocabulary has {len(vocab) + len(specials)} "
+                          f"tokens, not the {vocab_size} asked for", stacklevel=3)
+        placed = {s: len(vocab) + k for k, s in enumerate(specials)}
+        return cls._trained(vocab, None, pattern, placed, None, None, picky)

@@ -87,6 +87,17 @@ def at_least_1(text: str) -> int:
     return int(text)
 
 
+def threshold(text: str) -> float:
+    """A number above 0 and at most 1 (``--prune``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most 1 (e.g. 0.9)")
+    return value
+
+
 def non_negative(text: str) -> int:
     """A whole number of at least 0 (``--threads``: 0 is all cores)."""
     if not text.strip().isdigit():

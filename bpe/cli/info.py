@@ -43,11 +43,17 @@ def cmd_info(args: argparse.Namespace) -> None:
     counts = counted.ids
     print(f"tokenizer:       {args.tokenizer}")
     print(f"vocab size:      {tok.n_vocab}")
-    try:
-        merges = f"{len(tok.merges)}"
-    except ValueError:  # ranks that are not all merges (encoding works all the same)
-        merges = "none (a rank vocabulary whose tokens are not all merges)"
-    print(f"merges:          {merges}")
+    if tok.picky is not None:
+        removals = sum(len(e) == 1 for e in tok.picky.events)
+        print(f"events:          {len(tok.picky.events) - removals} merges, {removals} removals (Picky BPE)")
+        prune = "" if tok.picky.prune is None else f" (prune={tok.picky.prune:g})"
+        print(f"pruned:          {len(tok.removed_tokens)} tokens removed{prune}")
+    else:
+        try:
+            merges = f"{len(tok.merges)}"
+        except ValueError:  # ranks that are not all merges (encoding works all the same)
+            merges = "none (a rank vocabulary whose tokens are not all merges)"
+        print(f"merges:          {merges}")
     if tok.superbpe is None:
         print(f"pattern:         {pattern_name(tok.pattern) or 'custom'}: {tok.pattern}")
     else:

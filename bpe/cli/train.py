@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     t.add_argument("--min-frequency", type=arguments.at_least_1, metavar="N",
                    help="leave out chunks seen fewer than N times in all (less memory for the merge loop; "
                         "default: keep every chunk)")
+    t.add_argument("--prune", type=arguments.threshold, metavar="TAU",
+                   help="Picky BPE: after each merge, remove a token of the pair when the merge used up more "
+                        "than TAU of its occurrences (e.g. 0.9; 1 removes nothing); see docs/pruning.md")
     t.add_argument("--special", action="append", metavar="TOKEN",
                    help="a special token (repeatable; default <|endoftext|>)")
     t.add_argument("--no-special", action="store_true", help="no special tokens")
@@ -85,6 +88,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     if args.superbpe is not None and args.superbpe >= max(args.vocab):
         raise CommandLineError(f"--superbpe {args.superbpe} must be below --vocab {max(args.vocab)}: stage 1 "
                                "trains to it, stage 2 from it to --vocab")
+    if args.prune is not None and args.prune < 1:
+        why = "--base" if args.base is not None else "--engine ray" if ray else (
+            "several --vocab sizes" if len(args.vocab) > 1 else None)
+        if why:
+            raise CommandLineError(f"--prune trains a Picky BPE vocabulary from bytes, to one size; leave out {why}")
     options = source_options(args)
     files = inputs(args.files, options, streams=False)
     outputs = pipeline.train_outputs(args)
@@ -99,7 +107,8 @@ def cmd_train(args: argparse.Namespace) -> None:
             tok = engines.train(args, max(args.vocab), specials)
         elif args.from_counts:
             tok = Tokenizer.train_from_counts(args.from_counts, max(args.vocab), special_tokens=specials,
-                                              min_frequency=args.min_frequency, progress=progress)
+                                              min_frequency=args.min_frequency, progress=progress,
+                                              prune=args.prune)
         else:
             tok = Tokenizer.train(
                 [Path(f) for f in files],
@@ -113,13 +122,18 @@ def cmd_train(args: argparse.Namespace) -> None:
                 max_memory=args.max_memory,
                 min_frequency=args.min_frequency,
                 superbpe=args.superbpe,
+                prune=args.prune,
             )
     report_warnings(caught)
     toks = [tok._resized(v, base, specials) for v in args.vocab]
     pipeline.write_tokenizers(toks, outputs, args.force)
     for tok, (_, path) in zip(toks, outputs):
         if not args.quiet:
-            merges = f"{len(tok.merges)} merges" if tok._from_merges else f"{len(tok.vocab)} ranks"
+            if tok.picky is not None:
+                removed = len(tok.removed_tokens)
+                merges = f"{len(tok.picky.events)} events, {removed} tokens removed"
+            else:
+                merges = f"{len(tok.merges)} merges" if tok._from_merges else f"{len(tok.vocab)} ranks"
             print(f"wrote {path}: {tok.n_vocab} tokens ({merges}, "
                   f"{len(tok.special_tokens)} special), pattern {_pattern_of(tok)}",
                   file=sys.stderr)

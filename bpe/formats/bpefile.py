@@ -5,8 +5,8 @@
     superbpe TRANSITION "<stage-1 regex, as JSON>"   (SuperBPE only)
     special_tokens N
     "<text as JSON>" ID            (N lines)
-    merges M                       or: ranks M
-    LEFT RIGHT                     or: BASE64-TOKEN RANK   (M lines)
+    merges M                       or: ranks M              or: events M [prune P]
+    LEFT RIGHT                     or: BASE64-TOKEN RANK    or: LEFT RIGHT / remove ID   (M lines)
     sha256 <hex digest of everything above>
 
 Also the ``.tiktoken`` rank lines (``BASE64-TOKEN RANK``), which the ranks
@@ -88,7 +88,8 @@ def unreadable(e: OSError, name: str, what: str, inside: str | None) -> Tokenize
 
 
 class Parsed(NamedTuple):
-    """What a tokenizer file holds: merges, or ranks (tiktoken-style)."""
+    """What a tokenizer file holds: merges, or ranks (tiktoken-style), or a
+    Picky BPE vocabulary's ``(events, prune)``."""
 
     pattern: str
     special_tokens: dict[str, int]
@@ -96,6 +97,7 @@ class Parsed(NamedTuple):
     ranks: dict[bytes, int] | None
     #: SuperBPE's first stage: (transition, stage-1 pattern), else None.
     superbpe: tuple[int, str] | None = None
+    picky: tuple[list[tuple[int, ...]], float | None] | None = None
 
 
 def dumps(
@@ -105,11 +107,15 @@ def dumps(
     merges: Sequence[tuple[int, int]] | None = None,
     vocab: dict[int, bytes] | None = None,
     superbpe: tuple[int, str] | None = None,
+    picky: tuple | None = None,
 ) -> str:
     """The file's text: with ``merges`` (a byte-level vocabulary replayed from
-    the 256 bytes) or else the ranks of ``vocab`` (ids that need not follow
-    that layout, as tiktoken's). ``superbpe``: a SuperBPE vocabulary's first
-    stage, ``(transition, stage-1 pattern)``; ``pattern`` is the second's."""
+    the 256 bytes), ``picky`` (a Picky BPE vocabulary's ``(events, prune)``:
+    merges ``LEFT RIGHT`` and removals ``remove ID`` in training ids, see
+    bpe/_tokenizer/picky.py) or else the ranks of ``vocab`` (ids that need
+    not follow that layout, as tiktoken's). ``superbpe``: a SuperBPE
+    vocabulary's first stage, ``(transition, stage-1 pattern)``; ``pattern``
+    is then the second stage's."""
     lines = [
         f"{FILE_MAGIC} v{FILE_VERSION}",
         f"pattern {json.dumps(pattern)}",
@@ -117,7 +123,11 @@ def dumps(
         f"special_tokens {len(special_tokens)}",
         *(f"{json.dumps(t)} {i}" for t, i in special_tokens.items()),
     ]
-    if merges is not None:
+    if picky is not None:
+        events, prune = picky
+        header = f"events {len(events)}" + ("" if prune is None else f" prune {float(prune)!r}")
+        lines += [header, *(f"{e[0]} {e[1]}" if len(e) == 2 else f"remove {e[0]}" for e in events)]
+    elif merges is not None:
         lines += [f"merges {len(merges)}", *(f"{l} {r}" for (l, r) in merges)]
     else:
         assert vocab is not None
@@ -181,7 +191,20 @@ def parse(raw: bytes, name: str) -> Parsed:
             specials[special] = count(i)
         key, _, value = next(it).partition(" ")
         ranks: dict[bytes, int] | None
-        if key == "merges":
+        picky = None
+        if key == "events":
+            n, *rest = value.split(" ")
+            prune = None
+            if rest:
+                if len(rest) != 2 or rest[0] != "prune":
+                    raise ValueError(f"the events line ends in {' '.join(rest)[:40]!r}, not 'prune P'")
+                prune = float(rest[1])
+            events: list[tuple[int, ...]] = []
+            for _ in range(count(n)):
+                l, r = next(it).split(" ")
+                events.append((count(r),) if l == "remove" else (count(l), count(r)))
+            merges, ranks, picky = [], None, (events, prune)
+        elif key == "merges":
             merges = []
             for _ in range(count(value)):
                 l, r = next(it).split(" ")
@@ -196,12 +219,12 @@ def parse(raw: bytes, name: str) -> Parsed:
             if len(ranks) != n:  # pragma: no cover - blank lines are refused above
                 raise ValueError(f"the ranks section announces {n} tokens but holds {len(ranks)}")
         else:
-            raise ValueError("expected the 'merges' or 'ranks' line")
+            raise ValueError("expected the 'merges', 'ranks' or 'events' line")
         if next(it, None) is not None:
             raise ValueError("unexpected lines after the vocabulary")
         if superbpe is not None and ranks is not None:
             raise ValueError("a SuperBPE vocabulary is stored as merges, not ranks")
-        return Parsed(pattern, specials, merges, ranks, superbpe)
+        return Parsed(pattern, specials, merges, ranks, superbpe, picky)
     except StopIteration:
         raise fail("truncated (fewer lines than its header announces)") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as e:

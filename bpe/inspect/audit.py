@@ -105,14 +105,23 @@ def audit(
     def add(name, definition, items):
         cats[name] = {"definition": definition, "total": len(items), "items": items}
 
-    add("unreachable", "merging the token's own bytes (lowest rank first, no shortcut) does not produce it: "
-        "it appears only where a whole pre-tokenized chunk is exactly its bytes",
-        [_item(tok, i, counts) for i in unreachable(tok)])
+    if tok.picky is not None:
+        # A Picky BPE vocabulary is encoded by replaying its events, not by
+        # ranks: "unreachable" and "consumed" (which read the merge list) do
+        # not apply; its removed tokens are listed instead.
+        add("removed", f"removed during Picky BPE training (prune={tok.picky.prune}) and not made again: "
+            f"they have no id and are never produced",
+            [{"id": "-", "token": piece(b), "bytes": b.hex(), "length": len(b)} for b in tok.removed_tokens])
+    else:
+        add("unreachable", "merging the token's own bytes (lowest rank first, no shortcut) does not produce it: "
+            "it appears only where a whole pre-tokenized chunk is exactly its bytes",
+            [_item(tok, i, counts) for i in unreachable(tok)])
     if counts is not None:
         rare = [i for i in tok.vocab if counts[i] <= min_count]
         rare.sort(key=lambda i: (int(counts[i]), -len(tok.vocab[i]), i))
         add("rare", f"produced at most {min_count} times on the corpus (glitch-token candidates)",
             [_item(tok, i, counts) for i in rare])
+    if counts is not None and tok.picky is None:
         inside = inside_counts(tok, counts)
         consumed = [i for i in tok.vocab
                     if inside[i] >= min_inside and counts[i] <= max_share * inside[i] and len(tok.vocab[i]) > 1]

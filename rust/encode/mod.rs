@@ -36,12 +36,14 @@ mod memo;
 mod front;
 mod extra;
 mod superword;
+mod events;
 
 use chars::Chars;
 use pairs::Pairs;
 
 pub use extra::{Segment, SplitMix};
 
+pub use events::Event as PickyEvent;
 pub use memo::{CacheInfo, Memo, MemoPool, PooledMemo, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
 use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
 pub use superword::SafeCuts;
@@ -105,6 +107,8 @@ pub struct Encoder {
     /// A SuperBPE vocabulary's first stage (see `superword.rs`); `None` for
     /// ordinary BPE.
     superword: Option<Box<Superword>>,
+    /// A Picky BPE vocabulary's events (see `events.rs`); `None` otherwise.
+    picky: Option<Box<events::Events>>,
 }
 
 impl Encoder {
@@ -192,7 +196,18 @@ impl Encoder {
             Some(regex::Regex::new(&alternation.join("|")).map_err(|e| e.to_string())?)
         };
         let memos = MemoPool::new(DEFAULT_CACHE_BYTES);
-        Ok(Encoder { vocab, chars, pairs, specials, decoder, splitter, special_regex, memos, superword: None })
+        Ok(Encoder {
+            vocab,
+            chars,
+            pairs,
+            specials,
+            decoder,
+            splitter,
+            special_regex,
+            memos,
+            superword: None,
+            picky: None,
+        })
     }
 
     /// A SuperBPE encoder (see `superword.rs`): `ranks` and `specials` as for
@@ -213,6 +228,20 @@ impl Encoder {
         let stage1 = Encoder::with_splitter(first, FxHashMap::default(), stage1)?;
         let mut enc = Encoder::with_splitter(ranks, specials, splitter)?;
         enc.superword = Some(Box::new(Superword::new(stage1, merges, transition)));
+        Ok(enc)
+    }
+
+    /// A Picky BPE encoder (see `events.rs`): `ranks` and `specials` as for
+    /// [`Encoder::with_splitter`] (the present tokens), `events` its merges
+    /// and removals in order.
+    pub fn picky(
+        ranks: FxHashMap<Vec<u8>, Rank>,
+        specials: FxHashMap<String, Rank>,
+        splitter: Splitter,
+        events: &[PickyEvent],
+    ) -> Result<Self, String> {
+        let mut enc = Encoder::with_splitter(ranks, specials, splitter)?;
+        enc.picky = Some(Box::new(events::Events::new(events)?));
         Ok(enc)
     }
 
@@ -262,6 +291,10 @@ impl Encoder {
         }
         if let Some(sw) = &self.superword {
             return self.merge_superword(sw, chunk, out);
+        }
+        if let Some(ev) = &self.picky {
+            let ids: Vec<Rank> = chunk.iter().map(|&b| self.vocab.byte[b as usize]).collect();
+            return ev.replay(&ids, out);
         }
         let mut missing = None;
         let mut push = |start: usize, end: usize, rank: Rank| {

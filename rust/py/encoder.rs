@@ -131,18 +131,28 @@ impl CoreBPE {
     /// merges)`, a SuperBPE encoder (`encode/superword.rs`): `pattern` is the
     /// second stage's, `merges` every merge in order as `(left, right, new)`.
     #[new]
-    #[pyo3(signature = (ranks, special_tokens, pattern, superbpe=None))]
+    /// With `picky = [(kind, ids)]`, a Picky BPE encoder (`encode/events.rs`):
+    /// its events in order, `(0, [left, right, new])` for a merge and `(1,
+    /// [token, parts...])` for a removal.
+    #[pyo3(signature = (ranks, special_tokens, pattern, superbpe=None, picky=None))]
     fn new(
         py: Python<'_>,
         ranks: &Bound<'_, PyDict>,
         special_tokens: FxHashMap<String, Rank>,
         pattern: &str,
         superbpe: Option<Stages>,
+        picky: Option<Vec<(u8, Vec<Rank>)>>,
     ) -> PyResult<Self> {
         let mut r: FxHashMap<Vec<u8>, Rank> = FxHashMap::default();
         r.reserve(ranks.len());
         for (k, v) in ranks.iter() {
             r.insert(k.downcast::<PyBytes>()?.as_bytes().to_vec(), v.extract::<Rank>()?);
+        }
+        if let Some(events) = picky {
+            let enc = py.allow_threads(|| {
+                guard(|| Encoder::picky(r, special_tokens, Splitter::new(pattern)?, &picky_events(events)?))
+            })?;
+            return Ok(CoreBPE { enc, ints: GILOnceCell::new() });
         }
         let enc = match superbpe {
             None => guard(|| Encoder::new(r, special_tokens, pattern))?,
@@ -498,4 +508,17 @@ impl CoreBPE {
         })?;
         Ok(PyBytes::new(py, &bytes))
     }
+}
+
+/// Picky BPE's events as Python gives them (see `CoreBPE::new`).
+fn picky_events(events: Vec<(u8, Vec<Rank>)>) -> Result<Vec<crate::encode::PickyEvent>, String> {
+    use crate::encode::PickyEvent;
+    events
+        .into_iter()
+        .map(|(kind, ids)| match (kind, &ids[..]) {
+            (0, &[l, r, new]) => Ok(PickyEvent::Merge(l, r, new)),
+            (1, [x, parts @ ..]) => Ok(PickyEvent::Remove(*x, parts.to_vec())),
+            _ => Err(format!("not a Picky event: ({kind}, {ids:?})")),
+        })
+        .collect()
 }

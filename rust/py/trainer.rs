@@ -364,6 +364,47 @@ impl Trainer {
         })
     }
 
+    /// Learns a Picky BPE vocabulary (`train::learn_picky`) of `target`
+    /// present tokens with threshold `prune`; the counts are consumed.
+    /// Returns its events in training ids: `[left, right, new]` for a merge,
+    /// `[token]` for a removal. Python makes the tokenizer.
+    #[pyo3(signature = (target, prune, progress, min_frequency = 1))]
+    fn train_picky(
+        &mut self,
+        py: Python<'_>,
+        target: usize,
+        prune: f64,
+        progress: bool,
+        min_frequency: u64,
+    ) -> PyResult<Vec<Vec<Rank>>> {
+        let counts = self.take_counts(py, min_frequency)?;
+        py.allow_threads(|| {
+            guard(|| {
+                let _free = crate::ReturnFreedMemory::new();
+                let size = target.saturating_sub(256) as u64;
+                let pb = bar("merging", Some(size), Unit::Items("tokens".into()), Pace::Speeding, progress);
+                let mut n = 0u64;
+                let learnt = train::learn_picky(counts, target, prune, |_, present| {
+                    pb.set_position(present.saturating_sub(256) as u64);
+                    n += 1;
+                    if n % 256 == 0 {
+                        check_interrupt()
+                    } else {
+                        Ok(())
+                    }
+                });
+                pb.abandon();
+                Ok(learnt?
+                    .iter()
+                    .map(|e| match *e {
+                        train::Event::Merge { left, right, new } => vec![left, right, new],
+                        train::Event::Remove { token } => vec![token],
+                    })
+                    .collect())
+            })
+        })
+    }
+
     /// `[(special token, id)]` as `train` assigned them, in the order given.
     fn special_ids(&self) -> Vec<(String, Rank)> {
         self.assigned.clone()

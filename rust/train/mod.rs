@@ -52,11 +52,13 @@ mod occurrences;
 mod cold;
 mod heap;
 mod merging;
+mod picky;
 #[cfg(test)]
 mod testing;
 
 pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Tally};
 pub use merging::Merge;
+pub use picky::{learn_picky, Event};
 pub use pipeline::{count_files, count_files_into, count_records_into};
 pub use spill::{Capped, Spill};
 
