@@ -291,6 +291,9 @@ def encode_merges(text: str, merges: Iterable[Merge], pattern: str) -> list[int]
     for chunk in pretokenize(text, pattern):
         if chunk:
             ids.extend(_encode_with_merges(chunk.encode("utf-8"), places))
+    return ids
+
+
 # -- Picky BPE ----------------------------------------------------------------
 #
 # Picky BPE (Chizhov et al., 2024, arXiv 2409.04599; bpe/_tokenizer/picky.py):

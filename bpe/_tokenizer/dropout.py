@@ -42,6 +42,9 @@ class Dropout:
         if self.picky is not None:
             raise ValueError("dropout skips merges of a merge list, and a Picky BPE vocabulary is encoded by "
                              "replaying its merges and removals: it has no dropout")
+        if self.superbpe is not None:
+            raise ValueError("dropout skips merges of ranked BPE over ordinary chunks; a SuperBPE vocabulary is "
+                             "encoded with its merge list over long chunks: it has no dropout")
         if num_threads != 1:
             raise ValueError("dropout encodes on one thread (its draws run in text order): leave num_threads out")
         allowed = self._policy(text, allowed_special, disallowed_special)

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from bpe.formats.bpefile import TokenizerFileError, parse_tiktoken_lines, read_file, tiktoken_lines
 from bpe._tokenizer.picky import refuse
+from bpe._tokenizer.superbpe import refuse as refuse_superbpe
 from bpe._util.files import PathLike, atomic_write_text
 from bpe.formats import openai
 from bpe.formats.specs import load_spec
@@ -99,6 +100,8 @@ class Interop:
         it encodes every text to the same ids as this Tokenizer."""
         if self.picky is not None:
             raise refuse("a tiktoken.Encoding (ranks)")
+        if self.superbpe is not None:
+            raise refuse_superbpe("a tiktoken.Encoding (ranks)")
         tiktoken = _import_tiktoken()
         return tiktoken.Encoding(
             name, pat_str=self.pattern, mergeable_ranks=self._ranks(), special_tokens=dict(self.special_tokens)
@@ -140,6 +143,8 @@ class Interop:
         the special tokens: pass them to ``from_tiktoken`` or ``tiktoken.Encoding``."""
         if self.picky is not None:
             raise refuse("a .tiktoken file (ranks)")
+        if self.superbpe is not None:
+            raise refuse_superbpe("a .tiktoken file (ranks)")
         atomic_write_text(path, "".join(line + "\n" for line in tiktoken_lines(self.vocab)))
 
 

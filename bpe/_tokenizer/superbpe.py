@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["STAGE2_PATTERN", "SUPERWORD_WORDS", "SuperBPE"]
+__all__ = ["STAGE2_PATTERN", "SUPERWORD_WORDS", "SuperBPE", "refuse"]
 
 #: The paper's stage-2 split, as a pattern whose matches are its chunks:
 #: its regex's matches, and (last alternative) the runs of text before the
@@ -50,3 +50,13 @@ class SuperBPE(NamedTuple):
 
     transition: int
     pattern: str
+
+
+def refuse(what: str) -> ValueError:
+    """The error of an export or a way of encoding that a SuperBPE vocabulary
+    cannot take."""
+    return ValueError(
+        f"{what} cannot hold a SuperBPE vocabulary: it is encoded by BPE with its merge list over long "
+        f"chunks, and ranks (tiktoken's form) encode some of those chunks otherwise; export it with "
+        f"save_huggingface or save_pretrained (tokenizer.json holds the merge list), or Tokenizer.save"
+    )

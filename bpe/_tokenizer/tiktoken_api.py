@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import AbstractSet, Collection, Literal, Mapping, Sequence
 
 from bpe._tokenizer.picky import refuse
+from bpe._tokenizer.superbpe import refuse as refuse_superbpe
 from bpe._tokenizer.bulk import _threads
 from bpe._util.errors import UnknownTokenError
 from bpe.decoder import _check_errors
@@ -74,9 +75,12 @@ class TiktokenSurface:
     def _mergeable_ranks(self) -> Mapping[bytes, int]:
         """``{token bytes: id}`` of the ordinary tokens, read-only (tiktoken's
         ``mergeable_ranks``, which transformers' and vLLM's converters read).
-        A Picky BPE vocabulary has none: ranks do not encode as it does."""
+        A Picky BPE or SuperBPE vocabulary has none: ranks do not encode as
+        it does."""
         if self.picky is not None:  # type: ignore[attr-defined]
             raise refuse("_mergeable_ranks (ranks)")
+        if self.superbpe is not None:  # type: ignore[attr-defined]
+            raise refuse_superbpe("_mergeable_ranks (ranks)")
         return MappingProxyType(self._token_ids())
 
     @property

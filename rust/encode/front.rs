@@ -60,6 +60,9 @@ impl Encoder {
     /// than it saves, and a memo that is not pooled (cache off) would make
     /// one for each call.
     pub(super) fn encode_ordinary_into(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
+        if let Some(sw) = &self.superword {
+            return self.encode_superword_text(sw, text, memo, out);
+        }
         if memo.has_front() || text.len() >= FRONT_TEXT {
             memo.ready();
             self.encode_with_front(text, memo, out)

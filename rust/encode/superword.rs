@@ -116,6 +116,13 @@ impl SafeCuts {
     }
 }
 
+/// Buffers reused from chunk to chunk: phase A's ids, and phase B's parts.
+#[derive(Default)]
+struct Scratch {
+    phase_a: Vec<Rank>,
+    parts: Vec<Part>,
+}
+
 /// What a SuperBPE encoder needs beside its vocabulary.
 pub(super) struct Superword {
     /// The encoder of the first stage: the tokens below the transition, and
@@ -158,17 +165,63 @@ impl Encoder {
     /// two phases (see the module's doc), or by BPE from single bytes for a
     /// chunk that is not UTF-8 or a vocabulary that reuses an id.
     pub(super) fn merge_superword(&self, sw: &Superword, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
+        let mut scratch = Scratch::default();
+        self.superword_chunk(sw, chunk, &mut sw.stage1.memo(), &mut scratch, out)
+    }
+
+    /// A SuperBPE encoder's `encode_ordinary_into`: its pattern's chunks,
+    /// each a token or [`Encoder::superword_chunk`]'s ids. Its chunks are
+    /// long (sentences, runs of words) and seldom seen twice, so they are
+    /// not remembered: `memo` serves phase A, the first stage's segments
+    /// (the only use of a SuperBPE encoder's memos, so its entries are all
+    /// of one kind).
+    pub(super) fn encode_superword_text(
+        &self,
+        sw: &Superword,
+        text: &str,
+        memo: &mut super::Memo,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
+        let mut failed = None;
+        let mut scratch = Scratch::default();
+        self.splitter.for_each_chunk(text, |chunk| {
+            if failed.is_some() {
+                return;
+            }
+            let whole = self.vocab.get(chunk.as_bytes());
+            if whole != NONE {
+                out.push(whole);
+            } else if let Err(e) = self.superword_chunk(sw, chunk.as_bytes(), memo, &mut scratch, out) {
+                failed = Some(e);
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// The ids of a chunk that is not one token: by the two phases (see the
+    /// module's doc), with `memo` caching phase A's segments, or by BPE from
+    /// single bytes for a chunk that is not UTF-8 or a vocabulary that reuses
+    /// an id.
+    fn superword_chunk(
+        &self,
+        sw: &Superword,
+        chunk: &[u8],
+        memo: &mut super::Memo,
+        scratch: &mut Scratch,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
         let text = std::str::from_utf8(chunk).ok().filter(|_| sw.two_phases);
         let Some(text) = text else {
             return self.merge_superword_from_bytes(sw, chunk, out);
         };
-        // Phase A: the first stage's ids of each segment, with its cache.
-        let mut phase_a = Vec::with_capacity(chunk.len() / 3 + 1);
-        let (stage1, mut memo) = (&sw.stage1, sw.stage1.memo());
+        // Phase A: the first stage's ids of each segment, with the cache.
+        let Scratch { phase_a, parts } = scratch;
+        phase_a.clear();
+        let stage1 = &sw.stage1;
         let mut failed = None;
         sw.cuts.segments(stage1.splitter(), text, |segment| {
             if failed.is_none() {
-                if let Err(e) = stage1.encode_unseen(segment.as_bytes(), &mut memo, &mut phase_a) {
+                if let Err(e) = stage1.encode_unseen(segment.as_bytes(), memo, phase_a) {
                     failed = Some(e);
                 }
             }
@@ -177,14 +230,7 @@ impl Encoder {
             return Err(e);
         }
         // Phase B: the rest of BPE over the whole chunk, from those parts.
-        let mut ends = Vec::with_capacity(phase_a.len());
-        let mut end = 0;
-        for &id in &phase_a {
-            end += sw.stage1.token_bytes(id).map_or(0, <[u8]>::len);
-            ends.push(end);
-        }
-        debug_assert_eq!(end, chunk.len());
-        merge_parts(&sw.second, &phase_a, &ends, &mut |_, _, id| out.push(id));
+        merge_parts(&sw.second, phase_a, parts, out);
         Ok(())
     }
 
@@ -225,49 +271,48 @@ impl Encoder {
         if let Some(k) = ids.iter().position(|&id| id == NONE) {
             return Err(super::no_token(&chunk[k..k + 1]));
         }
-        let ends: Vec<usize> = (1..=chunk.len()).collect();
-        merge_parts(&sw.merges, &ids, &ends, &mut |_, _, id| out.push(id));
+        merge_parts(&sw.merges, &ids, &mut Vec::new(), out);
         Ok(())
     }
 }
 
-/// BPE with a merge list from given parts (`ids[k]` spans
-/// `ends[k - 1]..ends[k]`): the adjacent pair that is the earliest merge is
-/// merged first (the leftmost on a tie), until no adjacent pair is a merge.
-/// A min-heap of (place in the list, position) over a linked list of parts,
-/// with lazy deletion, as `merge.rs`'s heap merge does with ranks. Calls
-/// `emit(start, end, id)` for each final part, left to right.
-pub(super) fn merge_parts(merges: &Merges, ids: &[Rank], ends: &[usize], emit: &mut impl FnMut(usize, usize, Rank)) {
-    /// One part: its id, the previous and next live parts, and the place of
-    /// the merge with the next one (`u32::MAX`: none). One allocation for
-    /// all (a chunk of SuperBPE's second stage has tens of parts).
-    #[derive(Clone, Copy)]
-    struct Part {
-        id: Rank,
-        prev: u32,
-        next: u32,
-        place: u32,
-    }
+/// One part of [`merge_parts`]: its id, the previous and next live parts,
+/// and the place of the merge with the next one (`u32::MAX`: none).
+#[derive(Clone, Copy)]
+struct Part {
+    id: Rank,
+    prev: u32,
+    next: u32,
+    place: u32,
+}
+
+/// BPE with a merge list from given parts: the adjacent pair that is the
+/// earliest merge is merged first (the leftmost on a tie), until no adjacent
+/// pair is a merge; the final ids are appended to `out`. A min-heap of
+/// (place in the list, position) over a linked list of parts (in `parts`,
+/// a buffer kept between calls), with lazy deletion, as `merge.rs`'s heap
+/// merge does with ranks.
+fn merge_parts(merges: &Merges, ids: &[Rank], parts: &mut Vec<Part>, out: &mut Vec<Rank>) {
     let n = ids.len();
-    if n == 0 {
-        return;
-    }
     let place_of = |l: Rank, r: Rank| merges.get(l, r).unwrap_or((u32::MAX, NONE));
-    let mut parts: Vec<Part> = (0..n)
-        .map(|k| Part {
-            id: ids[k],
-            prev: (k as u32).wrapping_sub(1),
-            next: k as u32 + 1,
-            place: if k + 1 < n { place_of(ids[k], ids[k + 1]).0 } else { u32::MAX },
-        })
-        .collect();
+    parts.clear();
+    parts.extend((0..n).map(|k| Part {
+        id: ids[k],
+        prev: (k as u32).wrapping_sub(1),
+        next: k as u32 + 1,
+        place: if k + 1 < n { place_of(ids[k], ids[k + 1]).0 } else { u32::MAX },
+    }));
     let mut heap: BinaryHeap<Reverse<(u32, u32)>> = parts
         .iter()
         .enumerate()
         .filter(|(_, p)| p.place != u32::MAX)
         .map(|(k, p)| Reverse((p.place, k as u32)))
         .collect();
-    let mut alive = vec![true; if heap.is_empty() { 0 } else { n }];
+    if heap.is_empty() {
+        out.extend_from_slice(ids); // (most chunks of few parts)
+        return;
+    }
+    let mut alive = vec![true; n];
     while let Some(Reverse((p, k))) = heap.pop() {
         let k = k as usize;
         if !alive[k] || parts[k].place != p {
@@ -297,13 +342,9 @@ pub(super) fn merge_parts(merges: &Merges, ids: &[Rank], ends: &[usize], emit: &
         }
     }
     let mut k = 0;
-    let mut start = 0;
     while k < n {
-        let next = parts[k].next as usize;
-        let end = ends[next - 1];
-        emit(start, end, parts[k].id);
-        start = end;
-        k = next;
+        out.push(parts[k].id);
+        k = parts[k].next as usize;
     }
 }
 

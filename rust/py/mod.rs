@@ -25,6 +25,7 @@ mod bulk;
 mod stream;
 mod arrow;
 mod progress;
+mod made;
 mod trainer;
 
 use encoder::CoreBPE;

@@ -6,11 +6,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::PyDict;
 use rustc_hash::FxHashMap;
 
 use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard, INTERRUPTED};
+use super::made::Made;
 use super::progress::bar;
 use crate::encode::{Encoder, SafeCuts};
 use crate::progress::{Pace, Unit};
@@ -38,58 +39,6 @@ pub(super) struct Trainer {
     /// The ids `train` gave the special tokens, in the order given: after the
     /// ordinary tokens. Decided here only; Python reads them (`special_ids`).
     assigned: Vec<(String, Rank)>,
-}
-
-/// What `Trainer::train` makes from the merges as they come: the Python
-/// dicts' entries, and the tokens and the encoder's vocabulary in Rust.
-struct Made<'py> {
-    /// Every ordinary token's bytes, by id.
-    tokens: Vec<Vec<u8>>,
-    /// One Python int per id, shared by every key and value of the dicts.
-    ints: Vec<Bound<'py, PyAny>>,
-    encoder_vocab: crate::vocab::Vocab,
-}
-
-impl<'py> Made<'py> {
-    /// The 256 byte tokens, in `vocab` too.
-    fn new(py: Python<'py>, vocab: &Bound<'py, PyDict>) -> PyResult<Self> {
-        let mut made = Made { tokens: Vec::new(), ints: Vec::new(), encoder_vocab: Default::default() };
-        for b in 0..=255u8 {
-            made.token(py, vocab, vec![b])?;
-        }
-        Ok(made)
-    }
-
-    /// A new token: the next id.
-    fn token(&mut self, py: Python<'py>, vocab: &Bound<'py, PyDict>, bytes: Vec<u8>) -> PyResult<()> {
-        let id = self.tokens.len() as Rank;
-        let int = id.into_pyobject(py)?.into_any();
-        vocab.set_item(&int, PyBytes::new(py, &bytes))?;
-        self.encoder_vocab.insert(&bytes, id);
-        self.ints.push(int);
-        self.tokens.push(bytes);
-        Ok(())
-    }
-
-    /// `merges` in `pairs`, and the tokens they make in `vocab` (a merge
-    /// whose bytes are a token already reuses its id: see `train.rs`).
-    fn add(
-        &mut self,
-        py: Python<'py>,
-        pairs: &Bound<'py, PyDict>,
-        vocab: &Bound<'py, PyDict>,
-        merges: &[train::Merge],
-    ) -> PyResult<()> {
-        for m in merges {
-            if m.new as usize == self.tokens.len() {
-                let bytes = [&self.tokens[m.left as usize][..], &self.tokens[m.right as usize][..]].concat();
-                self.token(py, vocab, bytes)?;
-            }
-            let key = PyTuple::new(py, [&self.ints[m.left as usize], &self.ints[m.right as usize]])?;
-            pairs.set_item(key, &self.ints[m.new as usize])?;
-        }
-        Ok(())
-    }
 }
 
 #[pymethods]

@@ -220,3 +220,12 @@ def test_the_stage2_pattern_is_the_one_rust_lexes():
     const = source.split("pub const STAGE2_PATTERN: &str = concat!(")[1].split(");")[0]
     rust = "".join(re.findall(r'r"([^"]*)"', const))
     assert rust == STAGE2_PATTERN
+
+
+def test_what_ranks_cannot_express_is_refused(sup, tmp_path):
+    for call in (lambda: sup.to_tiktoken(), lambda: sup.save_tiktoken(tmp_path / "x.tiktoken"),
+                 lambda: sup._mergeable_ranks):
+        with pytest.raises(ValueError, match="cannot hold a SuperBPE vocabulary"):
+            call()
+    with pytest.raises(ValueError, match="no dropout"):
+        sup.encode("the way", dropout=0.1, seed=1)

@@ -1,0 +1,123 @@
+"""Ordinary BPE, SuperBPE and Picky BPE side by side (docs/superbpe.md,
+docs/pruning.md): each trained in a fresh process on the same text at each
+size, then measured on held-out text never trained on.
+
+Columns: training time and peak RSS (of the training process), bytes per
+token on each held-out file and the change against BPE of the same size, and
+encoding speed (`encode_to_numpy`, a fresh process pinned to one CPU, warmed
+on another slice, best of 3; MB/s of UTF-8).
+
+    python benchmarks/vocabularies.py --train a.txt b.txt --held c.txt d.txt \\
+        --sizes 50000,200000 [--superbpe 0.8,0.9] [--prune 0.9,0.95] [--max-memory 1G] \\
+        [--warm w.txt] [--out benchmarks/results/vocabularies.md]
+
+The methods are named as `bpe train` spells them: "bpe", "superbpe 0.8"
+(transition at 80% of the size), "prune 0.9".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+TRAIN = r"""
+import json, resource, sys, time
+from pathlib import Path
+import bpe
+args = json.loads(sys.argv[1])
+t = time.perf_counter()
+tok = bpe.Tokenizer.train([Path(p) for p in args["train"]], args["size"], superbpe=args["superbpe"],
+                          prune=args["prune"], max_memory=args["max_memory"], progress=False)
+seconds = time.perf_counter() - t
+tok.save(args["out"])
+print(json.dumps({"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "removed": len(tok.removed_tokens)}))
+"""
+
+MEASURE = r"""
+import json, sys, time
+import bpe
+args = json.loads(sys.argv[1])
+tok = bpe.Tokenizer.load(args["tok"])
+out = {"tokens": []}
+for path in args["held"]:
+    out["tokens"].append(len(tok.encode_to_numpy(open(path, encoding="utf-8").read())))
+if args["warm"]:
+    tok.encode_to_numpy(open(args["warm"], encoding="utf-8").read())
+    text = open(args["held"][0], encoding="utf-8").read()
+    times = []
+    for _ in range(3):
+        t = time.perf_counter(); tok.encode_to_numpy(text); times.append(time.perf_counter() - t)
+    out["mb_s"] = len(text.encode("utf-8")) / min(times) / 1e6
+print(json.dumps(out))
+"""
+
+
+def run_json(code: str, args: dict, pin: str | None = None) -> dict:
+    cmd = [sys.executable, "-c", code, json.dumps(args)]
+    if pin is not None:
+        cmd = ["taskset", "-c", pin] + cmd
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd[:3])} ...\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", nargs="+", required=True)
+    ap.add_argument("--held", nargs="+", required=True)
+    ap.add_argument("--sizes", default="50000")
+    ap.add_argument("--superbpe", default="0.8,0.9", help="transitions, as fractions of the size ('' for none)")
+    ap.add_argument("--prune", default="0.9,0.95", help="Picky thresholds ('' for none)")
+    ap.add_argument("--max-memory", default=None)
+    ap.add_argument("--warm", help="a text to warm the encoder on before the timed encodings (else no speed column)")
+    ap.add_argument("--pin", default="1", help="the CPU the encoding speed is measured on")
+    ap.add_argument("--out", help="also write the table to this file")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    methods = [("bpe", None, None)]
+    methods += [(f"superbpe {f}", float(f), None) for f in args.superbpe.split(",") if f]
+    methods += [(f"prune {p}", None, float(p)) for p in args.prune.split(",") if p]
+    held_bytes = [os.path.getsize(p) for p in args.held]
+    lines = [
+        f"train: {', '.join(args.train)} ({sum(os.path.getsize(p) for p in args.train) / 1e6:.0f} MB); "
+        f"held out: {', '.join(args.held)}; max_memory {args.max_memory}; "
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs",
+        "",
+        "| size | method | train s | peak RSS MB | removed | "
+        + " | ".join(f"bytes/token {os.path.basename(p)} (vs BPE)" for p in args.held)
+        + (" | encode MB/s (vs BPE)" if args.warm else "") + " |",
+        "|---" * (5 + len(args.held) + bool(args.warm)) + "|",
+    ]
+    print("\n".join(lines), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in sizes:
+            base = None
+            for name, fraction, prune in methods:
+                out = os.path.join(tmp, f"{size}-{name.replace(' ', '-')}.bpe")
+                trained = run_json(TRAIN, {"train": args.train, "size": size, "out": out, "prune": prune,
+                                           "superbpe": None if fraction is None else int(size * fraction),
+                                           "max_memory": args.max_memory})
+                measured = run_json(MEASURE, {"tok": out, "held": args.held, "warm": args.warm}, pin=args.pin)
+                ratios = [b / n for b, n in zip(held_bytes, measured["tokens"])]
+                base = base or {"ratios": ratios, "mb_s": measured.get("mb_s")}
+                cells = [f"{r:.3f} ({100 * (r / b - 1):+.1f}%)" for r, b in zip(ratios, base["ratios"])]
+                if args.warm:
+                    cells.append(f"{measured['mb_s']:.1f} ({measured['mb_s'] / base['mb_s']:.2f}x)")
+                line = (f"| {size:,} | {name} | {trained['seconds']:.1f} | {trained['rss_mb']:.0f} | "
+                        f"{trained['removed']:,} | " + " | ".join(cells) + " |")
+                lines.append(line)
+                print(line, flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
