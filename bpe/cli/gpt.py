@@ -195,13 +195,15 @@ def cmd_compare(args: argparse.Namespace) -> None:
     was evaluated, then exit status 130."""
     from bpe._util.files import check_output_file
     from bpe.gpt.comparison import compare
-    from bpe.gpt.report import format_markdown, format_table, plot
+    from bpe.gpt.report import format_markdown, format_table, plot, require_matplotlib
 
-    if args.plot:
+    if args.plot:  # before minutes of training: the file can be written, matplotlib is there
         check_output_file(args.plot, force=args.force)
+        require_matplotlib()
     result = compare(args.tokenizers, args.data, eval=args.eval, budget=args.budget, limit=args.limit,
                      holdout=args.holdout, seeds=args.seeds, seed=args.seed, evals=args.evals, stride=args.stride,
-                     device=args.device, threads=args.threads, save=args.save, force=args.force, progress=False if args.quiet else None,
+                     device=args.device, threads=args.threads, save=args.save, force=args.force,
+                     progress=False if args.quiet else None,
                      **_given(args, [*(n for n, _, _ in SETTINGS), "warmup"]))
     if args.json:
         print(json.dumps(result, indent=2))

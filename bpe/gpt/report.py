@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-__all__ = ["COLUMNS", "TrainingBar", "format_markdown", "format_table", "human_bytes", "plot"]
+__all__ = ["COLUMNS", "TrainingBar", "format_markdown", "format_table", "human_bytes", "plot", "require_matplotlib"]
 
 
 def human_bytes(n: float) -> str:
@@ -135,18 +135,26 @@ def format_markdown(rows: list[dict]) -> str:
 # -- the plot -------------------------------------------------------------------------
 
 
-def plot(result: dict, path: str | os.PathLike, *, force: bool = False) -> None:
-    """Bits per byte on the held-out text against training bytes seen, a
-    curve per tokenizer (the mean over seeds; with several seeds, their
-    range shaded), written atomically to ``path`` (PNG, SVG, PDF: by its
-    extension)."""
+def require_matplotlib():
+    """``matplotlib.pyplot`` (drawing to files, no display), or ImportError
+    saying how to install it. ``bpe gpt compare --plot`` calls it before
+    training, so a missing extra fails in a second, not after the runs."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")  # no display needed
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ImportError("plot needs matplotlib: pip install 'bpe[plot]'") from None
+        raise ImportError("the plot needs matplotlib: pip install 'bpe[plot]'") from None
+    return plt
+
+
+def plot(result: dict, path: str | os.PathLike, *, force: bool = False) -> None:
+    """Bits per byte on the held-out text against training bytes seen, a
+    curve per tokenizer (the mean over seeds; with several seeds, their
+    range shaded), written atomically to ``path`` (PNG, SVG, PDF: by its
+    extension)."""
+    plt = require_matplotlib()
     from bpe._util.files import atomic_write
 
     s = result["settings"]

@@ -189,11 +189,15 @@ def test_ctrl_c_stops_cleanly_and_reports_what_was_evaluated(files):
     assert "Traceback" not in "".join(seen)
 
 
-def test_without_torch_the_error_says_how_to_install_it(files):
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "from bpe.cli import main\n"
-            f"sys.exit(main(['gpt', 'compare', 'bytes', '--data', {str(files / 'data.txt')!r}, '--budget', '1K']))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("missing,extra,error", [
+    ("torch", [], "the GPT needs PyTorch and numpy: pip install 'bpe[model]' (or: pip install torch numpy)"),
+    ("matplotlib", ["--plot", "never.png"], "the plot needs matplotlib: pip install 'bpe[plot]'"),
+])
+def test_a_missing_extra_is_one_line_saying_how_to_install_it(files, tmp_path, missing, extra, error):
+    """Before any training: a run of minutes must not fail at its end."""
+    argv = ["gpt", "compare", "bytes", "--data", str(files / "data.txt"), "--budget", "1G", *extra]
+    code = f"import sys; sys.modules[{missing!r}] = None\nfrom bpe.cli import main\nsys.exit(main({argv!r}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        "bpe: error: the GPT needs PyTorch and numpy: pip install 'bpe[model]' (or: pip install torch numpy)"]
+    assert done.stderr.strip().splitlines() == [f"bpe: error: {error}"]
+    assert not (tmp_path / "never.png").exists()
