@@ -107,15 +107,24 @@ def test_bad_arguments_say_what_to_do(files):
         compare(["bytes"], files / "data.txt", budget="1K", limit=600, block_size=1024, device="cpu", progress=False)
     with pytest.raises(FileNotFoundError):
         compare(["bytes"], files / "missing.txt", budget="1K", device="cpu")
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        compare(["bytes"], files / "data.txt", budget="1K", device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="PyTorch sees no CUDA GPU; use cpu"):
+            compare(["bytes"], files / "data.txt", budget="1K", device="cuda")
 
 
-def test_a_dict_names_the_tokenizers_and_eval_files_are_held_out(files, tmp_path):
+def test_a_dict_names_the_tokenizers_and_eval_files_are_held_out(files, tmp_path, capsys):
+    """(With the progress bar forced on: its line shows the step, the bytes
+    seen and the loss.)"""
     held = tmp_path / "held.txt"
     held.write_text(TEXT[200_000:204_000], encoding="utf-8")
     tok = bpe.Tokenizer.load(files / "bpe300.bpe")
     result = compare({"mine": tok}, [files / "data.txt"], eval=held, budget="8K", evals=1, device="cpu",
-                     progress=False, **TINY)
+                     progress=True, **TINY)
     (row,) = result["rows"]
+    bar = [line for line in capsys.readouterr().err.split("\r") if line.startswith("mine seed 1337 [")]
+    assert bar and f"step {row['steps']}/{row['steps']}, " in bar[-1] and "/8.19 KB, loss " in bar[-1], bar
     assert row["tokenizer"] == "mine" and row["eval_bytes"] == len(held.read_bytes())
     assert result["settings"]["train_text_bytes"] == len((files / "data.txt").read_bytes())
     assert row["eval_tokens"] == len(tok.encode(held.read_text(), disallowed_special=()))
