@@ -5,7 +5,12 @@
                -> LN -> logits (B, T, vocab) through the token embedding again
 
 Shapes in comments use B batch, T sequence length (at most block_size),
-C = n_embd, H = n_head, D = C // H (one head's width), V = padded vocab size.
+C = n_embd, H = n_head, D = C // H (one head's width), V = padded vocab size,
+P = positions already in a :class:`KVCache`.
+
+Sampling keeps each layer's keys and values in a :class:`KVCache`, so each new
+token costs one position's work, not the whole context's; the samples are the
+same as without it (``cache=False``).
 
 Needs torch (``pip install -e '.[model]'``); ``import bpe`` never imports it.
 """
@@ -60,7 +65,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)  # all heads' q, k, v in one matmul
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)  # mixes the heads back together
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         B, T, C = x.shape
         H = self.n_head
         q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C)
@@ -68,10 +73,22 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
         v = v.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
-        # is_causal: position t sees positions 0..t only, so a model trained to
-        # predict token t+1 cannot peek at it. PyTorch picks a fused kernel
-        # (flash / memory-efficient) where it can; none builds a (T, T) mask.
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        past = 0
+        if cache is not None:
+            past = cache.pos
+            k, v = cache.store(layer, k, v)  # (B, H, P + T, D) each: the past positions, then these
+        if past == 0:
+            # is_causal: position t sees positions 0..t only, so a model trained to
+            # predict token t+1 cannot peek at it. PyTorch picks a fused kernel
+            # (flash / memory-efficient) where it can; none builds a (T, T) mask.
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        elif T == 1:
+            # One new position after P cached ones: it sees all of them.
+            y = F.scaled_dot_product_attention(q, k, v)  # (B, H, 1, D)
+        else:
+            # T new positions after P cached ones: new position i sees 0..P+i.
+            seen = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)  # (T, P + T)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=seen)  # (B, H, T, D)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.proj(y)  # (B, T, C)
 
@@ -99,10 +116,41 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.n_embd)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))  # (B, T, C): tokens exchange information
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), cache, layer)  # (B, T, C): tokens exchange information
         x = x + self.mlp(self.ln2(x))  # (B, T, C): each token computes on its own
         return x
+
+
+class KVCache:
+    """The keys and values of the positions a sampler has already run, per
+    layer, in buffers of ``block_size`` positions: (n_layer, B, H,
+    block_size, D) each, made at the first store in the dtype the model
+    computes in (bf16 under autocast). :meth:`GPT.forward` with ``cache=``
+    runs only the new positions, stores their keys and values, and attends
+    over all."""
+
+    def __init__(self, cfg: GPTConfig):
+        self.cfg = cfg
+        self.k: torch.Tensor | None = None  # (L, B, H, block_size, D)
+        self.v: torch.Tensor | None = None  # (L, B, H, block_size, D)
+        self.pos = 0  # positions stored so far (P)
+
+    def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Puts ``k``, ``v`` (B, H, T, D) at positions P..P+T-1 of ``layer``;
+        returns that layer's keys and values of positions 0..P+T-1. The last
+        layer's call moves P on by T."""
+        B, H, T, D = k.shape
+        if self.k is None:
+            shape = (self.cfg.n_layer, B, H, self.cfg.block_size, D)
+            self.k = torch.zeros(shape, dtype=k.dtype, device=k.device)
+            self.v = torch.zeros(shape, dtype=v.dtype, device=v.device)
+        end = self.pos + T
+        self.k[layer, :, :, self.pos : end] = k
+        self.v[layer, :, :, self.pos : end] = v
+        if layer == self.cfg.n_layer - 1:
+            self.pos = end
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]  # (B, H, P + T, D) each
 
 
 class GPT(nn.Module):
@@ -141,22 +189,30 @@ class GPT(nn.Module):
         """Parameters, counting the tied embedding once (parameters() does)."""
         return sum(p.numel() for p in self.parameters())
 
+    def n_embedding_params(self) -> int:
+        """The embedding tables: tokens (V x C, also the output layer, tied)
+        and positions (block_size x C). The rest, :meth:`n_params` minus
+        these, is the non-embedding size, the same for every vocabulary."""
+        return self.tok_emb.weight.numel() + self.pos_emb.weight.numel()
+
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, cache: KVCache | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``idx`` (B, T) int64 ids -> ``(logits (B, T, V), loss)``; ``loss``
         is the mean cross-entropy in nats/token against ``targets`` (B, T), or
-        None without targets."""
+        None without targets. With ``cache``, ``idx`` holds the positions
+        after the P the cache already has (see :class:`KVCache`)."""
         B, T = idx.shape
-        if T > self.cfg.block_size:
+        past = cache.pos if cache is not None else 0
+        if past + T > self.cfg.block_size:
             raise ValueError(
-                f"sequence of {T} tokens is longer than block_size {self.cfg.block_size}; "
+                f"sequence of {past + T} tokens is longer than block_size {self.cfg.block_size}; "
                 f"crop the context to the last {self.cfg.block_size} tokens"
             )
-        pos = torch.arange(T, device=idx.device)  # (T,)
+        pos = torch.arange(past, past + T, device=idx.device)  # (T,)
         x = self.tok_emb(idx) + self.pos_emb(pos)  # (B, T, C) + (T, C) broadcast -> (B, T, C)
-        for block in self.blocks:
-            x = block(x)  # (B, T, C)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer)  # (B, T, C)
         x = self.ln_f(x)  # (B, T, C)
         logits = self.lm_head(x)  # (B, T, V)
         if targets is None:
@@ -175,14 +231,16 @@ class GPT(nn.Module):
         top_k: int | None = None,
         *,
         generator: torch.Generator | None = None,
+        cache: bool = True,
     ) -> torch.Tensor:
         """Extends ``idx`` (B, T) by ``max_new_tokens`` sampled ids -> (B, T + new).
 
         ``temperature`` divides the logits (below 1: safer, above 1: wilder;
         0: always the most likely token); ``top_k`` samples only among the k
         most likely tokens. Pass ``generator`` for reproducible samples.
+        ``cache`` (see :meth:`sample_ids`) changes the speed, not the samples.
         (The arguments are checked by :meth:`sample_ids`, on its first step.)"""
-        for next_id in self.sample_ids(idx, max_new_tokens, temperature, top_k, generator=generator):
+        for next_id in self.sample_ids(idx, max_new_tokens, temperature, top_k, generator=generator, cache=cache):
             idx = torch.cat([idx, next_id.to(idx.device)], dim=1)  # (B, T + 1)
         return idx
 
@@ -195,19 +253,33 @@ class GPT(nn.Module):
         top_k: int | None = None,
         *,
         generator: torch.Generator | None = None,
+        cache: bool = True,
     ) -> Iterator[torch.Tensor]:
         """:meth:`generate` one step at a time: yields each sampled (B, 1)
-        id as soon as it is drawn, so a caller can show text as it comes."""
+        id as soon as it is drawn, so a caller can show text as it comes.
+
+        With ``cache`` (the default) the context runs once and each new
+        token then costs one position (:class:`KVCache`), for as long as the
+        whole sequence fits in ``block_size``. Past that, the context is the
+        last ``block_size`` tokens, whose positions move at every step, so
+        each step runs the whole window, as without the cache. Either way
+        every step sees the same context with the same positions, so the
+        samples are those of ``cache=False`` (the logits agree to rounding)."""
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         was_training = self.training
         self.eval()
+        kv = KVCache(self.cfg) if cache else None
         try:
             for _ in range(max_new_tokens):
-                context = idx[:, -self.cfg.block_size :]  # (B, <=block_size): older tokens fall off
-                logits, _ = self(context)  # (B, T', V)
+                if kv is not None and idx.shape[1] <= self.cfg.block_size:
+                    # Only the positions the cache has not seen: all of idx at first, then the last id.
+                    logits, _ = self(idx[:, kv.pos :], cache=kv)  # (B, T - P, V)
+                else:
+                    context = idx[:, -self.cfg.block_size :]  # (B, <=block_size): older tokens fall off
+                    logits, _ = self(context)  # (B, T', V)
                 logits = logits[:, -1, :].float()  # (B, V): only the next token's distribution
                 # Padding ids are not tokens: never sample them.
                 logits[:, self.cfg.n_vocab :] = float("-inf")
@@ -235,10 +307,12 @@ def generate_text(
     top_k: int | None = None,
     *,
     generator: torch.Generator | None = None,
+    cache: bool = True,
 ) -> str:
     """``prompt`` and its sampled continuation as a ``str``: the pieces of
     :func:`stream_text`, joined."""
-    return "".join(stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, generator=generator))
+    return "".join(stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, generator=generator,
+                               cache=cache))
 
 
 def stream_text(
@@ -250,6 +324,7 @@ def stream_text(
     top_k: int | None = None,
     *,
     generator: torch.Generator | None = None,
+    cache: bool = True,
 ) -> Iterator[str]:
     """``prompt`` and its sampled continuation, as pieces of text yielded as
     the tokens are sampled (the prompt first).
@@ -273,7 +348,7 @@ def stream_text(
     if prompt and (piece := dec.feed(ids)):
         yield piece
     idx = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
-    for next_id in model.sample_ids(idx, max_new_tokens, temperature, top_k, generator=generator):
+    for next_id in model.sample_ids(idx, max_new_tokens, temperature, top_k, generator=generator, cache=cache):
         if piece := dec.feed(next_id.item()):
             yield piece
     if rest := dec.flush():

@@ -227,8 +227,8 @@ def test_sharded_tokens_split_verify_and_errors(sharded, tmp_path):
 def test_gpt_trains_from_a_sharded_directory(tok, sharded, tmp_path):
     pytest.importorskip("torch")
     from bpe import data as bdata
-    from bpe.gpt import train as gpt_train
     from bpe.cli import build_parser
+    from bpe.cli import gpt as gpt_cli
 
     tok_path = tmp_path / "tok.bpe"
     tok.save(tok_path)
@@ -240,7 +240,7 @@ def test_gpt_trains_from_a_sharded_directory(tok, sharded, tmp_path):
         "--steps", "2", "--warmup", "1", "--eval-interval", "2", "--eval-iters", "1", "--device", "cpu",
     ])
     logs = []
-    gpt_train.cmd_train(args, log=logs.append)
+    gpt_cli.cmd_train(args, log=logs.append)
     assert (tmp_path / "gpt.pt").exists() and any("train" in line and "val" in line for line in logs)
 
 

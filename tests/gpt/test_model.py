@@ -1,4 +1,5 @@
-"""The GPT (bpe/gpt/model.py) and `bpe gpt train/sample` (bpe/gpt/train.py), on CPU.
+"""The GPT (bpe/gpt/model.py) and `bpe gpt train/sample` (bpe/gpt/train.py,
+bpe/gpt/sampling.py), on CPU.
 
 Tiny models (2 layers, 32 wide) keep this file fast; what is tested is the
 machinery: causality, that the model can learn, exact resumption, sampling.
@@ -17,7 +18,7 @@ import pytest
 import bpe
 from bpe import data as bdata
 from bpe.gpt import train as gpt_train
-from bpe.cli import build_parser, main
+from bpe.cli import main
 
 try:
     import numpy  # noqa: F401
@@ -141,7 +142,7 @@ def test_generate_text_is_a_str_when_a_token_ends_mid_character(tok):
     '中') ends in the middle of a character; the text still decodes."""
     model = GPT(GPTConfig(n_vocab=tok.n_vocab, block_size=16, **TINY))
 
-    def always_e4(idx, targets=None):
+    def always_e4(idx, targets=None, cache=None):
         logits = torch.zeros(idx.shape[0], idx.shape[1], model.cfg.vocab_size)
         logits[:, :, 0xE4] = 100.0
         return logits, None
@@ -163,7 +164,7 @@ def test_stream_text_yields_whole_characters(tok):
     spelled = list("中文!".encode())
     start = len(tok.encode("ROMEO:"))
 
-    def spell(idx, targets=None):
+    def spell(idx, targets=None, cache=None):
         logits = torch.zeros(idx.shape[0], idx.shape[1], model.cfg.vocab_size)
         logits[:, :, spelled[(idx.shape[1] - start) % len(spelled)]] = 100.0
         return logits, None
@@ -185,16 +186,40 @@ def test_sample_ids_is_generate_step_by_step(tok):
     assert torch.is_grad_enabled()  # the generator's no_grad does not leak out
 
 
+def test_kv_cache_gives_the_logits_and_samples_of_the_whole_context():
+    """The cache runs only the new positions; its logits are those of the
+    whole context (a prompt, then one token at a time, then a chunk of
+    several), and the samples for a seed are the same with and without it,
+    within block_size and past it (where the window slides)."""
+    from bpe.gpt.model import KVCache
+
+    model = GPT(GPTConfig(n_vocab=300, block_size=16, **TINY)).eval()
+    x = torch.randint(0, 300, (2, 16))
+    with torch.no_grad():
+        whole, _ = model(x)  # (2, 16, V)
+        kv = KVCache(model.cfg)
+        parts = [model(x[:, :5], cache=kv)[0]]  # the prompt
+        parts += [model(x[:, t : t + 1], cache=kv)[0] for t in range(5, 9)]  # one at a time
+        parts.append(model(x[:, 9:16], cache=kv)[0])  # then 7 at once, after 9 cached
+    assert kv.pos == 16
+    torch.testing.assert_close(torch.cat(parts, dim=1), whole, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="longer than block_size"):
+        model(x[:, :1], cache=kv)
+    idx = x[:, :4]
+    for n in (12, 30):  # fills the context exactly; goes past it
+        with_cache = model.generate(idx, n, generator=torch.Generator().manual_seed(7))
+        without = model.generate(idx, n, generator=torch.Generator().manual_seed(7), cache=False)
+        assert torch.equal(with_cache, without)
+
+
 # -- training ---------------------------------------------------------------------
 
 
-def train_args(dataset, tok_path, out, *extra):
-    return build_parser().parse_args([
-        "gpt", "train", "--data", str(dataset), "-t", str(tok_path), "--out", str(out),
-        "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
-        "--warmup", "2", "--eval-interval", "3", "--eval-iters", "2", "--log-interval", "1",
-        "--device", "cpu", *extra,
-    ])
+def train(dataset, tok_path, out, **settings):
+    """The library's train() with a tiny model (settings override these)."""
+    tiny = dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=4, warmup=2, eval_interval=3,
+                eval_iters=2, log_interval=1, device="cpu")
+    return gpt_train.train(dataset, tok_path, out, **{**tiny, **settings})
 
 
 def test_learning_rate_schedule():
@@ -211,11 +236,11 @@ def test_resume_continues_identically(tmp_path, dataset, tok_path):
     same weights, optimizer state and batch generator, bit for bit."""
     logs = []
     whole = tmp_path / "whole.pt"
-    gpt_train.cmd_train(train_args(dataset, tok_path, whole, "--steps", "6"), log=logs.append)
+    train(dataset, tok_path, whole, steps=6, log=logs.append)
     part = tmp_path / "part.pt"
-    gpt_train.cmd_train(train_args(dataset, tok_path, part, "--steps", "6"), stop_after=3, log=logs.append)
+    train(dataset, tok_path, part, steps=6, stop_after=3, log=logs.append)
     assert torch.load(part, weights_only=True)["step"] == 3
-    gpt_train.cmd_train(train_args(dataset, tok_path, part, "--steps", "6", "--resume"), log=logs.append)
+    train(dataset, tok_path, part, steps=6, resume=True, log=logs.append)
 
     a, b = torch.load(whole, weights_only=True), torch.load(part, weights_only=True)
     assert a["step"] == b["step"] == 6
@@ -231,10 +256,7 @@ def test_resume_continues_identically(tmp_path, dataset, tok_path):
 def test_training_lowers_the_loss_and_reports_bits_per_byte(tmp_path, dataset, tok_path):
     logs = []
     out = tmp_path / "g.pt"
-    result = gpt_train.cmd_train(
-        train_args(dataset, tok_path, out, "--steps", "60", "--lr", "3e-3", "--eval-interval", "60"),
-        log=logs.append,
-    )
+    result = train(dataset, tok_path, out, steps=60, lr=3e-3, eval_interval=60, log=logs.append)
     text = "\n".join(logs)
     assert "unigram baseline" in text and "bits/byte" in text and "tokens/s" in text
     # 60 steps of a tiny model get well below the uniform ln(320) = 5.77.
@@ -273,6 +295,8 @@ def test_cli_end_to_end(tmp_path, tok_path, tok, capsys):
     assert r.stdout.startswith("ROMEO:") and len(r.stdout) > len("ROMEO:\n")
     assert main(list(map(str, sample))) == 0
     assert capsys.readouterr().out == r.stdout  # --seed makes it reproducible
+    assert main([*map(str, sample), "--no-cache"]) == 0
+    assert capsys.readouterr().out == r.stdout  # the KV cache changes the speed, not the sample
 
 
 def one_error_line(code: int, capsys) -> str:
@@ -303,7 +327,7 @@ def test_cli_errors(tmp_path, dataset, tok_path, capsys):
     capsys.readouterr()
     err = one_error_line(main(["gpt", "train", "--data", str(dataset), "-t", str(tok_path), "--out", str(out),
                                "--resume", "--steps", "2", "--n-embd", "64"]), capsys)
-    assert "--n-embd 64 differs" in err
+    assert "n_embd=64 differs" in err
 
     err = one_error_line(main(["gpt", "train", "--data", str(dataset), "-t", str(tok_path), "--n-head", "3",
                                "--n-embd", "32", "--out", str(tmp_path / "x.pt")]), capsys)
@@ -313,5 +337,6 @@ def test_cli_errors(tmp_path, dataset, tok_path, capsys):
     assert "not a checkpoint" in err
     err = one_error_line(main(["gpt", "sample", "--ckpt", str(tmp_path / "missing.pt")]), capsys)
     assert "missing.pt" in err
-    err = one_error_line(main(["gpt", "train", "--data", str(dataset), "-t", str(tok_path), "--steps", "0"]), capsys)
-    assert "--steps must be at least 1" in err
+    with pytest.raises(SystemExit) as exit_:  # a command line that cannot be understood: argparse's status 2
+        main(["gpt", "train", "--data", str(dataset), "-t", str(tok_path), "--steps", "0"])
+    assert exit_.value.code == 2 and "argument --steps" in capsys.readouterr().err
