@@ -363,7 +363,14 @@ impl<S: Symbol> Merging<S> {
                 prefetch(&words.meta[ahead as usize]);
             }
             if let Some(&soon) = affected.get(k + 4) {
-                prefetch(&words.symbols[words.meta[soon as usize].start as usize]);
+                // Every cache line of it: SuperBPE's second stage has words
+                // of whole sentences (up to 8 lines, 128 symbols of u16).
+                let w = &words.meta[soon as usize];
+                let (start, len) = (w.start as usize, w.len as usize);
+                let step = 64 / std::mem::size_of::<S>();
+                for at in (start..start + len).step_by(step).take(8) {
+                    prefetch(&words.symbols[at]);
+                }
             }
             let i = wi as usize;
             let w = &mut words.meta[i];

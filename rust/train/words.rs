@@ -64,7 +64,12 @@ pub(super) fn merge_word<S: Symbol>(
     // the first merges, which touch a large share of all words.)
     let (a, b) = pair;
     let n = word.len();
-    let (mut i, mut out) = (0, 0);
+    // Up to the first occurrence nothing moves: found without a store per
+    // symbol (SuperBPE's second stage merges inside sentence-long words).
+    let Some(first) = word.windows(2).position(|w| w[0] == a && w[1] == b) else {
+        return n;
+    };
+    let (mut i, mut out) = (first, first);
     let mut merged = 0;
     while i < n {
         if i + 1 < n && word[i] == a && word[i + 1] == b {
