@@ -37,7 +37,8 @@ impl FancyRegex {
         let budget = if self.linear {
             std::time::Duration::MAX
         } else {
-            std::time::Duration::from_secs(1) + std::time::Duration::from_micros(10u64.saturating_mul(text.len() as u64))
+            std::time::Duration::from_secs(1)
+                + std::time::Duration::from_micros(10u64.saturating_mul(text.len() as u64))
         };
         for (k, m) in self.regex.find_iter(text).enumerate() {
             let m = m.map_err(|e| format!("the split pattern failed on this text ({e}); try a simpler pattern"))?;

@@ -83,7 +83,9 @@ fn is_cjk(t: &Text, i: usize) -> bool {
     // All three ranges are 3-byte characters, starting with 0xE3 (U+3040..)
     // or 0xE4..=0xE9 (U+4E00..).
     match t.b[i] {
-        0xE3..=0xE9 => matches!(t.at(i), Some((c, _)) if matches!(c, '\u{4e00}'..='\u{9fa5}' | '\u{3040}'..='\u{30ff}')),
+        0xE3..=0xE9 => {
+            matches!(t.at(i), Some((c, _)) if matches!(c, '\u{4e00}'..='\u{9fa5}' | '\u{3040}'..='\u{30ff}'))
+        }
         _ => false,
     }
 }
