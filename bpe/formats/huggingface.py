@@ -182,7 +182,9 @@ def from_json(text: str, where: str) -> tuple[dict[bytes, int], str, dict[str, i
         raise ValueError(f"{where}: not a HuggingFace tokenizer.json") from None
     if model.get("type") != "BPE":
         raise ValueError(f"{where}: the model is {model.get('type')!r}; only BPE is supported")
-    if doc.get("normalizer"):
+    normalizer = doc.get("normalizer")
+    # An empty Sequence (DeepSeek-V3's file has one) changes nothing.
+    if normalizer and normalizer != {"type": "Sequence", "normalizers": []}:
         raise ValueError(f"{where}: normalizers are not supported (found {doc['normalizer'].get('type')!r})")
     pattern = _pattern(doc.get("pre_tokenizer"), where)
     added = {t["content"]: t["id"] for t in doc.get("added_tokens", [])}

