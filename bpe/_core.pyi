@@ -20,12 +20,34 @@ GPT4_PATTERN: str
 """GPT-4's split pattern: tiktoken's ``cl100k_base`` ``pat_str``, character for character."""
 GPT4O_PATTERN: str
 """GPT-4o's split pattern: tiktoken's ``o200k_base`` ``pat_str``, character for character."""
+LLAMA3_PATTERN: str
+"""Llama 3's split pattern: cl100k's as first published (without ``\\s++$``), as Llama 3's ``tokenizer.json`` has it."""
+QWEN2_PATTERN: str
+"""Qwen2's split pattern: Llama 3's with one digit per chunk (``\\p{N}`` for ``\\p{N}{1,3}``)."""
+DEEPSEEK_V3_PATTERN: str
+"""DeepSeek-V3's three split steps, as a sequence (a JSON array of the regexes)."""
+DIGITS_SINGLE: str
+"""The digit rule "single" as a split step: every digit its own chunk."""
+DIGITS_R2L3: str
+"""The digit rule "r2l3" as a split step: runs of digits in threes from the right."""
 MAX_ID: int
 """The largest token id a vocabulary may have: 2**24 - 1."""
 
 class Pretokenizer:
     """A split pattern, compiled: its lexer for the built-in patterns, else the regex."""
     def __init__(self, pattern: str) -> None: ...
+    @staticmethod
+    def sequence(patterns: list[str]) -> Pretokenizer:
+        """The patterns applied in turn, as HuggingFace's ``Sequence`` of isolated ``Split`` steps."""
+    @property
+    def pattern(self) -> str:
+        """The pattern as files store it (a sequence as a JSON array of its regexes)."""
+    @property
+    def steps(self) -> list[str]:
+        """The regexes applied in turn (one for a single regex)."""
+    @property
+    def cuttable(self) -> bool:
+        """Whether a text may be cut at safe cut points and split piece by piece."""
     def findall(self, text: str) -> list[str]: ...
 
 class IdBuffer:

@@ -167,12 +167,12 @@ def _shown(pattern: str) -> str:
     return pattern_name(pattern) or repr(pattern)
 
 
-def count(source: Source, *, pattern: str = "gpt4", max_memory: int | str | None = None,
+def count(source: Source, *, pattern: str = "gpt4", digits: str | None = None, max_memory: int | str | None = None,
           progress: bool | None = None, text_field: str = "text", skip_bad: bool = False) -> Counts:
     """Counts the chunks of ``source`` (anything ``Tokenizer.train`` takes:
     a text, a path to any corpus file or directory, an iterable of texts and
     paths, a pyarrow table or dataset; ``text_field`` and ``skip_bad`` as
-    there).
+    there). ``pattern`` and ``digits`` as for ``Tokenizer.train``.
 
     ``max_memory``: a cap on the counting maps, in bytes or as "2G", "512M"
     (powers of 1024); past it, counts are spilled to sorted files in the
@@ -180,7 +180,7 @@ def count(source: Source, *, pattern: str = "gpt4", max_memory: int | str | None
     at once if counting fails). The counts are exact whatever the cap.
     ``progress``: a progress bar on stderr (default: when it is a terminal).
     """
-    pattern = resolve_pattern(pattern)
+    pattern = resolve_pattern(pattern, digits)
     progress = check_progress(progress)
     trainer = capped_trainer(pattern, max_memory)
     fed = feed_capped(trainer, source, progress, SourceOptions(text_field=text_field, skip_bad=skip_bad))

@@ -40,6 +40,7 @@ class Training:
         vocab_size: int,
         *,
         pattern: str | None = ...,
+        digits: str | None = ...,
         special_tokens: Collection[str] = ...,
         progress: bool | None = ...,
         text_field: str = ...,
@@ -59,6 +60,7 @@ class Training:
         vocab_size: Sequence[int],
         *,
         pattern: str | None = ...,
+        digits: str | None = ...,
         special_tokens: Collection[str] = ...,
         progress: bool | None = ...,
         text_field: str = ...,
@@ -77,6 +79,7 @@ class Training:
         vocab_size: int | Sequence[int],
         *,
         pattern: str | None = None,
+        digits: str | None = None,
         special_tokens: Collection[str] = _DEFAULT_SPECIALS,
         progress: bool | None = None,
         text_field: str = "text",
@@ -126,7 +129,8 @@ class Training:
 
         ``vocab_size`` may be a list of sizes: one training, and a list of
         tokenizers, each the one training that size alone gives (the largest
-        :meth:`shrink`-ed; see bpe/_tokenizer/reshape.py). ``pattern`` defaults to gpt4.
+        :meth:`shrink`-ed; see bpe/_tokenizer/reshape.py). ``pattern`` defaults to gpt4;
+        ``digits`` ("single" or "r2l3") splits digits first (docs/patterns.md).
 
         ``base``: extend this tokenizer (a Tokenizer, a tokenizer file, or a
         name such as ``"cl100k"``) instead of starting from bytes: every id
@@ -161,19 +165,19 @@ class Training:
             if base is not None:
                 raise ValueError("superbpe= trains from bytes; it does not go with base=")
             if isinstance(vocab_size, (list, tuple)):
-                return cls._train_sizes(source, list(vocab_size), pattern=pattern, special_tokens=special_tokens,
-                                        progress=progress, text_field=text_field, skip_bad=skip_bad,
-                                        max_memory=max_memory, min_frequency=min_frequency, base=None,
-                                        superbpe=superbpe)
-            return cls._train_superbpe(source, vocab_size, superbpe, resolve_pattern(pattern or "gpt4"),
+                return cls._train_sizes(source, list(vocab_size), pattern=resolve_pattern(pattern or "gpt4", digits),
+                                        special_tokens=special_tokens, progress=progress, text_field=text_field,
+                                        skip_bad=skip_bad, max_memory=max_memory, min_frequency=min_frequency,
+                                        base=None, superbpe=superbpe)
+            return cls._train_superbpe(source, vocab_size, superbpe, resolve_pattern(pattern or "gpt4", digits),
                                        special_tokens, progress, options, max_memory, min_frequency)
         if base is not None:
             base = cls._as_base(base)
-            if pattern is not None and resolve_pattern(pattern) != base.pattern:
+            if (pattern, digits) != (None, None) and resolve_pattern(pattern or "gpt4", digits) != base.pattern:
                 raise ValueError("extending with a base whose pattern differs from pattern=: the base's ids hold "
                                  "only under its own pattern; leave pattern= out (the base's is used)")
-            pattern = base.pattern
-        pattern = resolve_pattern(pattern or "gpt4")
+            pattern, digits = base.pattern, None
+        pattern = resolve_pattern(pattern or "gpt4", digits)
         if isinstance(vocab_size, (list, tuple)):
             return cls._train_sizes(source, list(vocab_size), pattern=pattern, special_tokens=special_tokens,
                                     progress=progress, text_field=text_field, skip_bad=skip_bad,

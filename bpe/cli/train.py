@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 
 from bpe._util.files import check_output_file, check_readable_file
-from bpe._util.patterns import PATTERNS, pattern_name
+from bpe._util.patterns import DIGIT_RULES, PATTERNS, pattern_name, resolve_pattern
 from bpe.cli import arguments, engines, pipeline
 from bpe.cli.io import CommandLineError, inputs, load_tokenizer, report_warnings, source_options
 from bpe.tokenizer import Tokenizer
@@ -35,6 +35,7 @@ def add_parser(sub) -> None:
     t.add_argument("--superbpe", type=arguments.vocab_size, metavar="N",
                    help="train SuperBPE (superword tokens that cross spaces, such as ' of the'): ordinary BPE up "
                         "to N tokens, then merges across words up to --vocab (N below it: 180k for 200k)")
+    _digits_arg(t)
     t.add_argument("--from-counts", metavar="TABLE",
                    help="train from a count table (.bpec, from `bpe count`) instead of FILEs; its pattern is used")
     arguments.count_args(t)
@@ -66,6 +67,7 @@ def add_parser(sub) -> None:
                         "- for standard input); with --merge, count tables")
     c.add_argument("--merge", action="store_true", help="FILEs are count tables (.bpec): merge them into one")
     c.add_argument("--pattern", help=f"split pattern: {', '.join(PATTERNS)} or a regex (default gpt4)")
+    _digits_arg(c)
     arguments.count_args(c)
     engines.add_engine_args(c)
     c.add_argument("-o", "--output", required=True, metavar="FILE", help="the count table to write (.bpec)")
@@ -74,10 +76,29 @@ def add_parser(sub) -> None:
     c.set_defaults(func=cmd_count)
 
 
+def _digits_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--digits", choices=list(DIGIT_RULES),
+                        help="split digits first: single (each digit a chunk) or r2l3 (runs in threes from the "
+                             "right); with any --pattern")
+
+
+def _fold_digits(args: argparse.Namespace) -> None:
+    """--digits into --pattern: the pattern string carries the digit rule
+    (as files store it), so every engine below gets one pattern."""
+    if args.digits is not None:
+        if getattr(args, "from_counts", None) or getattr(args, "merge", False):
+            raise CommandLineError("--digits goes with --pattern: the count tables' pattern is used; leave it out")
+        try:
+            args.pattern = resolve_pattern(args.pattern or "gpt4", args.digits)
+        except ValueError as e:
+            raise CommandLineError(str(e)) from None
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     if args.no_special and args.special:
         raise CommandLineError("--special and --no-special contradict each other; give one")
     _check_from_counts(args)
+    _fold_digits(args)
     pipeline.check_base_args(args)
     ray = engines.check_engine(args)
     if ray and args.base is not None:
@@ -114,7 +135,7 @@ def cmd_train(args: argparse.Namespace) -> None:
                 [Path(f) for f in files],
                 max(args.vocab),
                 base=base,
-                pattern=args.pattern or "gpt4",
+                pattern=args.pattern,  # None: gpt4, or the base's
                 special_tokens=specials,
                 progress=progress,
                 text_field=options.text_field,
@@ -166,6 +187,7 @@ def cmd_count(args: argparse.Namespace) -> None:
     from bpe.counts import Counts, count
 
     check_output_file(args.output, force=args.force)
+    _fold_digits(args)
     ray = engines.check_engine(args)
     if args.merge:
         if args.pattern is not None or args.max_memory is not None or ray:

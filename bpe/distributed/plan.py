@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from bpe.sources import paths as sources
-from bpe._util.patterns import pattern_name
+from bpe._util.patterns import pattern_cuttable
 from bpe.sources.paths import SourceOptions
 
 #: Default shard size for plain-text files: big enough that per-task
@@ -68,8 +68,10 @@ class Shard:
 
 
 def cuttable(pattern: str) -> bool:
-    """Whether files may be cut for ``pattern``: only the built-in ones."""
-    return pattern_name(pattern) is not None
+    """Whether files may be cut for ``pattern``: the built-in regexes, and
+    sequences of them with a digit rule (the Rust core decides: it proves
+    its safe cuts for those, ``rust/split/steps/mod.rs``)."""
+    return pattern_cuttable(pattern)
 
 
 def check_shard_bytes(shard_bytes) -> int:

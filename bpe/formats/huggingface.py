@@ -19,22 +19,26 @@ import json
 import re
 from functools import lru_cache
 
-from bpe._core import GPT2_PATTERN, GPT4_PATTERN
+from bpe._core import GPT2_PATTERN, GPT4_PATTERN, Pretokenizer
 
 # HuggingFace's own GPT-2 split (used by `ByteLevel` with `use_regex: true`).
 # It splits exactly as tiktoken's faster r50k pattern, GPT2_PATTERN.
 HF_GPT2_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-# cl100k's original pattern, without possessive quantifiers. `tokenizers` runs
-# regexes on Oniguruma with Ruby syntax, where `\p{N}{1,3}+` is not possessive
-# but means `(?:\p{N}{1,3})+` — any number of digits — so tiktoken's current
-# GPT4_PATTERN would split "1999" whole there. This form splits identically
-# in both engines.
+# GPT-4's pattern without possessive quantifiers. `tokenizers` runs regexes on
+# Oniguruma with Ruby syntax, where `\p{N}{1,3}+` is not possessive but means
+# `(?:\p{N}{1,3})+` — any number of digits — so tiktoken's GPT4_PATTERN would
+# split "1999" whole there. This form splits identically in both engines: it
+# is cl100k's first published pattern (Llama 3's, LLAMA3_PATTERN) with GPT-4's
+# `\s++$` as `\s+\z`, without which a text ending in white space with a
+# newline and more white space after it ("x\n  ") splits differently.
 HF_GPT4_REGEX = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
-    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""|\s+\z|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 # Patterns written to tokenizer.json in an Oniguruma-safe form, and read back
-# as the built-in patterns (which run on our fast lexers).
+# as the built-in patterns (which run on our fast lexers). The other built-in
+# regexes (GPT-4o's, Llama 3's, Qwen2's, the steps of DeepSeek-V3's and of the
+# digit rules) are written as they are, and read back as themselves.
 TO_HF = {GPT2_PATTERN: HF_GPT2_REGEX, GPT4_PATTERN: HF_GPT4_REGEX}
 FROM_HF = {v: k for k, v in TO_HF.items()}
 
@@ -103,9 +107,12 @@ def to_json(vocab: dict[int, bytes], merges: dict[tuple[int, int], int], pattern
         "normalizer": None,
         "pre_tokenizer": {
             "type": "Sequence",
+            # One isolated Split per step of the pattern (a sequence, such as
+            # DeepSeek-V3's or a digit rule's, has several): HF applies them
+            # in turn, each to the pieces of the ones before, as we do.
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": TO_HF.get(pattern, pattern)}, "behavior": "Isolated",
-                 "invert": False},
+                *({"type": "Split", "pattern": {"Regex": TO_HF.get(step, step)}, "behavior": "Isolated",
+                   "invert": False} for step in Pretokenizer(pattern).steps),
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
             ],
         },
@@ -135,16 +142,20 @@ def _pattern(pre: dict | None, where: str) -> str:
     if pre is None:
         raise ValueError(f"{where}: no pre_tokenizer: this is not a byte-level BPE tokenizer")
     steps = pre["pretokenizers"] if pre.get("type") == "Sequence" else [pre]
-    pattern, byte_level = None, False
+    splits, pattern, byte_level = [], None, False
     for step in steps:
         kind = step.get("type")
         if kind == "Split":
             if step.get("behavior") != "Isolated" or step.get("invert"):
                 raise ValueError(f"{where}: only Split pre-tokenizers with behavior Isolated are supported")
-            if pattern is not None:
-                raise ValueError(f"{where}: more than one split pattern is not supported")
+            if byte_level:
+                raise ValueError(f"{where}: a Split after the ByteLevel pre-tokenizer is not supported")
             pat = step["pattern"]
-            pattern = pat["Regex"] if "Regex" in pat else re.escape(pat["String"])
+            splits.append(pat["Regex"] if "Regex" in pat else re.escape(pat["String"]))
+            # Several Splits are a sequence (DeepSeek-V3's), stored as one
+            # pattern: the JSON array of the regexes.
+            pattern = (FROM_HF.get(splits[0], splits[0]) if len(splits) == 1
+                       else Pretokenizer.sequence([FROM_HF.get(s, s) for s in splits]).pattern)
         elif kind == "ByteLevel":
             if step.get("add_prefix_space"):
                 raise ValueError(f"{where}: ByteLevel add_prefix_space=true is not supported")
@@ -159,7 +170,7 @@ def _pattern(pre: dict | None, where: str) -> str:
         raise ValueError(f"{where}: no ByteLevel pre-tokenizer: this is not a byte-level BPE tokenizer")
     if pattern is None:
         raise ValueError(f"{where}: no split pattern found in the pre-tokenizer")
-    return FROM_HF.get(pattern, pattern)
+    return pattern
 
 
 def from_json(text: str, where: str) -> tuple[dict[bytes, int], str, dict[str, int]]:
@@ -171,7 +182,9 @@ def from_json(text: str, where: str) -> tuple[dict[bytes, int], str, dict[str, i
         raise ValueError(f"{where}: not a HuggingFace tokenizer.json") from None
     if model.get("type") != "BPE":
         raise ValueError(f"{where}: the model is {model.get('type')!r}; only BPE is supported")
-    if doc.get("normalizer"):
+    normalizer = doc.get("normalizer")
+    # An empty Sequence (DeepSeek-V3's file has one) changes nothing.
+    if normalizer and normalizer != {"type": "Sequence", "normalizers": []}:
         raise ValueError(f"{where}: normalizers are not supported (found {doc['normalizer'].get('type')!r})")
     pattern = _pattern(doc.get("pre_tokenizer"), where)
     added = {t["content"]: t["id"] for t in doc.get("added_tokens", [])}

@@ -45,6 +45,31 @@ impl Pretokenizer {
         Ok(Pretokenizer { splitter: guard(|| Splitter::new(pattern))? })
     }
 
+    /// The splitter that applies `patterns` in turn, each splitting the
+    /// pieces of the ones before it (HF's `Sequence` of isolated `Split`s).
+    #[staticmethod]
+    fn sequence(patterns: Vec<String>) -> PyResult<Self> {
+        Ok(Pretokenizer { splitter: guard(|| Splitter::sequence(&patterns))? })
+    }
+
+    /// The pattern as files store it (a sequence in its text form).
+    #[getter]
+    fn pattern(&self) -> &str {
+        self.splitter.pattern()
+    }
+
+    /// The regexes applied in turn (one for a single regex).
+    #[getter]
+    fn steps(&self) -> Vec<String> {
+        self.splitter.steps()
+    }
+
+    /// Whether a text may be cut at safe cut points (files split in pieces).
+    #[getter]
+    fn cuttable(&self) -> bool {
+        self.splitter.cuttable()
+    }
+
     fn findall(&self, py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
         py.allow_threads(|| guard(|| Ok(self.splitter.findall(text)?.into_iter().map(String::from).collect())))
     }
@@ -87,6 +112,11 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("GPT2_PATTERN", crate::split::patterns::GPT2_PATTERN)?;
     m.add("GPT4_PATTERN", crate::split::patterns::GPT4_PATTERN)?;
     m.add("GPT4O_PATTERN", crate::split::patterns::GPT4O_PATTERN)?;
+    m.add("LLAMA3_PATTERN", crate::split::patterns::LLAMA3_PATTERN)?;
+    m.add("QWEN2_PATTERN", crate::split::patterns::QWEN2_PATTERN)?;
+    m.add("DEEPSEEK_V3_PATTERN", crate::split::steps::text(&crate::split::patterns::DEEPSEEK_V3_STEPS))?;
+    m.add("DIGITS_SINGLE", crate::split::patterns::DIGITS_SINGLE)?;
+    m.add("DIGITS_R2L3", crate::split::patterns::DIGITS_R2L3)?;
     m.add("MAX_ID", crate::vocab::MAX_ID)?;
     m.add_class::<Pretokenizer>()?;
     m.add_class::<Trainer>()?;

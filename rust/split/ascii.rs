@@ -207,6 +207,13 @@ pub(crate) fn digits_end(b: &[u8], i: usize) -> usize {
     run_end(b, i, digit_bits, |c| c.is_ascii_digit())
 }
 
+/// End of the run of ASCII bytes that are no digit from `i`: where a digit
+/// or a byte >= 0x80 is (or the end).
+#[inline]
+pub(crate) fn non_digits_end(b: &[u8], i: usize) -> usize {
+    run_end(b, i, |w| !digit_bits(w) & !w & HIGHS, |c| c < 0x80 && !c.is_ascii_digit())
+}
+
 /// End of the run of bytes of class `class` (a set of bits) from `i`, one
 /// byte at a time (for runs that are short: punctuation, white space).
 #[inline]
@@ -254,7 +261,8 @@ mod tests {
         // Every byte value at every offset of a window, and runs crossing
         // the 8-byte steps and the text's end.
         type Scan = (fn(&[u8], usize) -> usize, fn(u8) -> bool);
-        let scans: [Scan; 4] = [
+        let scans: [Scan; 5] = [
+            (non_digits_end, |c| c < 0x80 && !c.is_ascii_digit()),
             (letters_end, |c| c.is_ascii_alphabetic()),
             (lower_end, |c| c.is_ascii_lowercase()),
             (upper_end, |c| c.is_ascii_uppercase()),

@@ -4,14 +4,18 @@
 //! read in blocks, a text spread over threads).
 //!
 //! In the order they build on each other:
-//! - [`patterns`]: the GPT-2, GPT-4 and GPT-4o split patterns;
+//! - [`patterns`]: the split patterns of GPT-2, GPT-4, GPT-4o, Llama 3, Qwen2 and DeepSeek-V3, and the digit rules;
 //! - `ascii`: ASCII byte classes and 8-bytes-at-a-time scans, for the lexers' fast paths;
-//! - [`lexer`]: hand-written lexers for those three patterns;
+//! - [`lexer`]: hand-written lexers for those patterns and for the steps of sequences we know;
 //! - [`superword`]: a lexer for SuperBPE's second-stage pattern;
-//! - [`pretokenize`]: the `Splitter` (lexer or regex), safe cut points, `cut_at`.
+//! - `fancy`: any other regex, on fancy-regex, under a time budget;
+//! - [`steps`]: patterns that are a sequence of steps (HF's `Split`, isolated), and their text form;
+//! - [`pretokenize`]: the `Splitter` (lexer, regex or sequence), safe cut points, `cut_at`.
 
 pub mod patterns;
 mod ascii;
 pub mod lexer;
 pub mod superword;
+mod fancy;
+pub mod steps;
 pub mod pretokenize;

@@ -1,21 +1,26 @@
 //! Pre-tokenization: cutting text into the chunks that BPE works inside.
 //!
 //! Byte-level BPE never merges across chunk boundaries. The chunks come from a
-//! regular expression: GPT-2, GPT-4 and GPT-4o each ship one (`patterns.rs`, byte for
-//! byte as tiktoken has them). They use look-ahead (`\s+(?!\S)`) and possessive
-//! quantifiers, which the linear-time `regex` crate lacks. For these three we
-//! run hand-written lexers (`split/lexer/mod.rs`: several times faster, and
-//! they never give up on long inputs); any other pattern runs on
-//! `fancy-regex`, the engine tiktoken uses.
+//! split pattern: a regular expression (GPT-2, GPT-4, GPT-4o, Llama 3 and
+//! Qwen2 each ship one: `patterns.rs`, byte for byte as their tokenizers have
+//! them), or a sequence of regexes applied one after the other, as
+//! HuggingFace's pre-tokenizers do (DeepSeek-V3's, and any pattern with a
+//! digit rule: `steps/mod.rs`). The regexes use look-ahead (`\s+(?!\S)`)
+//! and possessive quantifiers, which the linear-time `regex` crate lacks. For
+//! the built-in ones we run hand-written lexers (`split/lexer/mod.rs`:
+//! several times faster, and they never give up on long inputs); any other
+//! regex runs on `fancy-regex`, the engine tiktoken uses (`fancy.rs`).
 //!
 //! The second half of this file finds *safe cut points*: places where a long
 //! document can be cut into segments that are split independently (for
 //! streaming a file and for spreading one text over all cores) without
 //! changing a single chunk.
 
-use fancy_regex::Regex;
+use std::sync::Arc;
 
+use crate::split::fancy::FancyRegex;
 use crate::split::lexer::Lexer;
+use crate::split::steps::{self, Step};
 
 /// A compiled split pattern. (A clone shares the compiled program: the
 /// trainer hands its own to the encoder it builds, to compile a custom
@@ -28,17 +33,23 @@ pub struct Splitter {
 
 #[derive(Clone)]
 enum Engine {
-    /// One of the three built-in patterns.
+    /// One of the built-in single-regex patterns.
     Lexer(Lexer),
     /// SuperBPE's second-stage pattern (`split/superword.rs`).
     Superword,
-    /// Any other pattern; `true` if the `regex` crate accepts it too, i.e. it
-    /// has no look-around or backreference and runs in linear time.
-    Regex(Regex, bool),
+    /// Any other regex.
+    Regex(FancyRegex),
+    /// A sequence of two or more steps (`steps/mod.rs`).
+    Steps(Arc<[Step]>),
 }
 
 impl Splitter {
+    /// The splitter of a pattern: a regex, or a sequence in its text form (a
+    /// JSON array of regexes, `steps/mod.rs`).
     pub fn new(pattern: &str) -> Result<Self, String> {
+        if let Some(parsed) = steps::parse(pattern) {
+            return Self::sequence(&parsed?);
+        }
         let engine = match Lexer::for_pattern(pattern) {
             None if pattern == crate::split::superword::STAGE2_PATTERN => {
                 crate::split::lexer::is_letter('a'); // the class table, now
@@ -50,33 +61,69 @@ impl Splitter {
                 crate::split::lexer::is_letter('a');
                 Engine::Lexer(lexer)
             }
-            None => Engine::Regex(
-                Regex::new(pattern).map_err(|e| format!("invalid split pattern {pattern:?}: {e}"))?,
-                regex::Regex::new(pattern).is_ok(),
-            ),
+            None => Engine::Regex(FancyRegex::new(pattern)?),
         };
         Ok(Splitter { engine, pattern: pattern.to_string() })
     }
 
+    /// The splitter that applies `patterns` one after the other, as
+    /// HuggingFace's `Sequence` of `Split` pre-tokenizers with behavior
+    /// "isolated" does: each splits every piece the ones before it made, its
+    /// matches and the text between them becoming pieces. A pattern that is a
+    /// sequence itself counts as its steps; a sequence of one pattern is
+    /// that pattern.
+    pub fn sequence<S: AsRef<str>>(patterns: &[S]) -> Result<Self, String> {
+        let flat = steps::flatten(patterns)?;
+        if let [one] = &flat[..] {
+            return Self::new(one);
+        }
+        let compiled = flat.iter().map(|p| Step::new(p)).collect::<Result<Vec<_>, _>>()?;
+        crate::split::lexer::is_letter('a');
+        Ok(Splitter { engine: Engine::Steps(compiled.into()), pattern: steps::text(&flat) })
+    }
+
+    /// This pattern, then one more step: the pieces it makes split again by
+    /// `regex`, isolated (its matches and the text between them are pieces).
+    /// Its `pattern()` is the sequence's text form.
+    pub fn then_isolated(&self, regex: &str) -> Result<Self, String> {
+        Self::sequence(&[self.pattern.as_str(), regex])
+    }
+
+    /// The pattern (for a sequence, its text form: `steps::text`).
     pub fn pattern(&self) -> &str {
         &self.pattern
     }
 
+    /// The regexes the pattern applies in turn: one for a single regex.
+    pub fn steps(&self) -> Vec<String> {
+        match steps::parse(&self.pattern) {
+            Some(Ok(steps)) => steps,
+            _ => vec![self.pattern.clone()],
+        }
+    }
+
     /// Whether a text may be cut at safe cut points and split piece by piece
     /// with the same result as splitting it whole.
-    /// True for the three built-in patterns, for which cutting a text at
-    /// [`is_safe_cut`] points is proven not to change any chunk (see there).
+    /// True for the built-in single-regex patterns, for which cutting a text
+    /// at [`is_safe_cut`] points is proven not to change any chunk (see
+    /// there), and for sequences of them and digit rules with at least one of
+    /// them (`steps::cuttable`).
     pub fn cuttable(&self) -> bool {
-        matches!(self.engine, Engine::Lexer(_))
+        match &self.engine {
+            Engine::Lexer(_) => true,
+            Engine::Superword | Engine::Regex(_) => false,
+            Engine::Steps(steps) => steps::cuttable(steps),
+        }
     }
 
     /// Calls `f` on every non-empty chunk of `text`, left to right.
     ///
-    /// fancy-regex can fail at match time (its backtracking limit); that is an
-    /// error for the caller, never a panic.
-    /// A custom pattern must match every character: text it skips would be
+    /// fancy-regex can fail at match time; that is an error for the caller,
+    /// never a panic (`fancy.rs`).
+    /// A custom regex must match every character: text it skips would be
     /// lost (encoding drops it, training ignores it), so a gap is an error
-    /// naming its byte offset. (The built-in patterns match everything.)
+    /// naming its byte offset. (The built-in patterns match everything; in a
+    /// sequence the text between matches is a piece, so nothing is lost.)
     pub fn for_each_chunk<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) -> Result<(), String> {
         // Always inlined into each lexer's loop: left to the compiler, this
         // was a call per chunk (it has several callers: one loop per lexer)
@@ -93,7 +140,8 @@ impl Splitter {
         )
     }
 
-    /// All chunks of `text` (empty matches included, as `regex.findall` returns them).
+    /// All chunks of `text` (empty matches included, as `regex.findall`
+    /// returns them; a sequence's pieces are never empty).
     pub fn findall<'t>(&self, text: &'t str) -> Result<Vec<&'t str>, String> {
         let mut out = Vec::new();
         self.for_each_match(text, |m| out.push(m))?;
@@ -115,41 +163,21 @@ impl Splitter {
         match &self.engine {
             Engine::Lexer(lexer) => lexer.for_each_chunk(text, f),
             Engine::Superword => crate::split::superword::for_each_chunk(text, f),
-            Engine::Regex(regex, linear) => {
-                // fancy-regex bounds the backtracking of one match, not of all
-                // of them: `(a+)+(?!x)c|[\s\S]` on a run of n a's does O(n)
-                // work at each of n places. So a pattern that needs its
-                // backtracking engine (look-around, backreferences) has a time
-                // budget for the whole split: 1 s plus 10 µs a byte (100 KB/s,
-                // 20 times slower than that engine on ordinary patterns). A
-                // pattern the linear-time `regex` crate runs needs none.
-                let started = std::time::Instant::now();
-                let budget = if *linear {
-                    std::time::Duration::MAX
-                } else {
-                    std::time::Duration::from_secs(1)
-                        + std::time::Duration::from_micros(10u64.saturating_mul(text.len() as u64))
-                };
+            Engine::Steps(steps) => steps::walk(steps, text, &mut f)?,
+            Engine::Regex(regex) => {
                 let mut pos = 0;
-                for (k, m) in regex.find_iter(text).enumerate() {
-                    let m =
-                        m.map_err(|e| format!("the split pattern failed on this text ({e}); try a simpler pattern"))?;
-                    if covering && m.start() > pos {
-                        return Err(self.gap_error(text, pos));
+                let mut gap = None;
+                regex.for_each_match(text, |start, end| {
+                    if covering && start > pos {
+                        gap = Some(pos);
+                        return false;
                     }
-                    pos = pos.max(m.end());
-                    f(m.as_str());
-                    if !*linear && k % 64 == 63 && started.elapsed() > budget {
-                        return Err(format!(
-                            "the split pattern failed on this text (too slow: {pos} of {} bytes split in \
-                             {:.1} s; catastrophic backtracking?); try a simpler pattern",
-                            text.len(),
-                            started.elapsed().as_secs_f64()
-                        ));
-                    }
-                }
-                if covering && pos < text.len() {
-                    return Err(self.gap_error(text, pos));
+                    pos = pos.max(end);
+                    f(&text[start..end]);
+                    true
+                })?;
+                if let Some(at) = gap.or((covering && pos < text.len()).then_some(pos)) {
+                    return Err(self.gap_error(text, at));
                 }
             }
         }

@@ -1,5 +1,6 @@
-//! The three patterns, alternative by alternative (the `Text` helpers they
-//! use are in `split/lexer/mod.rs`).
+//! The single-regex patterns, alternative by alternative (the `Text`
+//! helpers they use are in `split/lexer/mod.rs`). Llama 3's and Qwen2's are
+//! GPT-4's with two switches (`Text::cl100k`).
 //!
 //! Each lexer first looks at the ASCII byte that starts the chunk (and at
 //! most the one after it): for most chunks of English and code that decides
@@ -73,24 +74,49 @@ impl<'a> Text<'a> {
     ///         ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
     #[inline(always)]
     pub(super) fn gpt4(&self, i: usize) -> usize {
+        self.cl100k::<false, false>(i)
+    }
+
+    /// Llama 3: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+    ///  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: GPT-4's
+    /// alternatives, each matching the same (the possessive quantifiers
+    /// change nothing where they stand: no alternative can give back what
+    /// they keep and still match), but for the white space: `\s*[\r\n]+`
+    /// comes before any rule for a run that ends the text (`spaces4o`).
+    #[inline(always)]
+    pub(super) fn llama3(&self, i: usize) -> usize {
+        self.cl100k::<false, true>(i)
+    }
+
+    /// Qwen2: Llama 3's pattern with `\p{N}` for `\p{N}{1,3}`.
+    #[inline(always)]
+    pub(super) fn qwen2(&self, i: usize) -> usize {
+        self.cl100k::<true, true>(i)
+    }
+
+    /// GPT-4's lexer; `ONE_DIGIT`: digits one by one (Qwen2); `LAST_NEWLINE`:
+    /// Llama 3's white space (`\s*[\r\n]+|\s+(?!\S)|\s+`, which is GPT-4o's).
+    #[inline(always)]
+    fn cl100k<const ONE_DIGIT: bool, const LAST_NEWLINE: bool>(&self, i: usize) -> usize {
         let b0 = self.b[i];
         match ascii::CLASS[b0 as usize] {
             // A letter is no prefix (and no apostrophe): `\p{L}++` from here.
             ascii::LOWER | ascii::UPPER => self.letters(i + 1),
             // No letter run starts at a digit (a digit is no prefix either).
+            ascii::DIGIT if ONE_DIGIT => i + 1,
             ascii::DIGIT => self.digits3(i),
             // A newline is no prefix, no punctuation, no space: only the
             // white-space alternatives can match.
-            ascii::NEWLINE => self.spaces4(i),
-            ascii::PUNCT | ascii::SPACE => self.gpt4_prefix(i, b0),
-            _ => self.gpt4_any(i),
+            ascii::NEWLINE => self.cl100k_spaces::<LAST_NEWLINE>(i),
+            ascii::PUNCT | ascii::SPACE => self.gpt4_prefix::<ONE_DIGIT, LAST_NEWLINE>(i, b0),
+            _ => self.gpt4_any::<ONE_DIGIT, LAST_NEWLINE>(i),
         }
     }
 
     /// GPT-4 at ASCII punctuation or non-newline white space: a character
     /// that may prefix a letter run.
     #[inline(always)]
-    fn gpt4_prefix(&self, i: usize, b0: u8) -> usize {
+    fn gpt4_prefix<const ONE_DIGIT: bool, const LAST_NEWLINE: bool>(&self, i: usize, b0: u8) -> usize {
         if b0 == b'\'' {
             if let Some(e) = self.contraction_after_apostrophe(i, true) {
                 return e;
@@ -101,7 +127,7 @@ impl<'a> Text<'a> {
             return self.letters(i + 2);
         }
         if k1 == ascii::HIGH {
-            return self.gpt4_any(i);
+            return self.gpt4_any::<ONE_DIGIT, LAST_NEWLINE>(i);
         }
         // An ASCII non-letter (or the end) next: the possessive prefix, once
         // taken, has no letter after it, and without it `b0` is no letter:
@@ -113,12 +139,12 @@ impl<'a> Text<'a> {
         if b0 == b' ' && k1 == ascii::PUNCT {
             return self.newlines(self.punct_run(i + 1), false);
         }
-        self.spaces4(i)
+        self.cl100k_spaces::<LAST_NEWLINE>(i)
     }
 
     /// GPT-4 at any character.
     #[inline(never)]
-    fn gpt4_any(&self, i: usize) -> usize {
+    fn gpt4_any<const ONE_DIGIT: bool, const LAST_NEWLINE: bool>(&self, i: usize) -> usize {
         let (c, len) = self.at(i).expect("i < len");
         let f = self.class(c);
         if let Some(e) = self.contraction(i, true) {
@@ -133,12 +159,22 @@ impl<'a> Text<'a> {
             return self.run_of(i + len, L);
         }
         if f & N != 0 {
-            return self.run(i, 3, |g| g & N != 0);
+            return self.run(i, if ONE_DIGIT { 1 } else { 3 }, |g| g & N != 0);
         }
         if let Some(e) = self.punctuation(i, c, f, false) {
             return e;
         }
-        self.spaces4(i)
+        self.cl100k_spaces::<LAST_NEWLINE>(i)
+    }
+
+    /// The white-space alternatives of GPT-4 (`spaces4`) or Llama 3 (`spaces4o`).
+    #[inline(always)]
+    fn cl100k_spaces<const LAST_NEWLINE: bool>(&self, i: usize) -> usize {
+        if LAST_NEWLINE {
+            self.spaces4o(i)
+        } else {
+            self.spaces4(i)
+        }
     }
 
     /// GPT-4's `\s++$|\s*[\r\n]|\s+(?!\S)|\s` at white space: a run that
@@ -251,7 +287,7 @@ impl<'a> Text<'a> {
 
     /// GPT-4o's E (up to the run's last newline), then F (which takes a run
     /// that ends the text whole), then G (a run of one before a non-space).
-    fn spaces4o(&self, i: usize) -> usize {
+    pub(super) fn spaces4o(&self, i: usize) -> usize {
         let r = self.space_run(i);
         if let Some(e) = r.after_last_newline {
             return e;

@@ -1,4 +1,6 @@
-//! Hand-written lexers for the three built-in split patterns.
+//! Hand-written lexers for the built-in split patterns (GPT-2, GPT-4,
+//! GPT-4o, Llama 3, Qwen2), and for the split steps of sequences that we
+//! recognise (`runs.rs`: digits and CJK; `deepseek.rs`: DeepSeek-V3's words).
 //!
 //! Why: fancy-regex runs these patterns with a backtracking VM at about
 //! 5 MB/s per core, which is most of the time of both training and encoding;
@@ -35,10 +37,15 @@
 use std::sync::OnceLock;
 
 use crate::split::ascii;
-use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN};
 
+mod deepseek;
 mod gpt;
 mod mask;
+mod runs;
+
+pub(crate) use deepseek::deepseek_v3_words;
+pub use runs::Runs;
 
 pub(crate) use mask::Engine;
 
@@ -52,6 +59,8 @@ const LT: u16 = 1 << 5;
 const LM: u16 = 1 << 6;
 const LO: u16 = 1 << 7;
 const M: u16 = 1 << 8; // \p{M}
+const P: u16 = 1 << 9; // \p{P}
+const SY: u16 = 1 << 10; // \p{S}
 /// GPT-4o's "upper-ish" class `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
 const UP: u16 = LU | LT | LM | LO | M;
 /// GPT-4o's "lower-ish" class `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
@@ -73,6 +82,8 @@ fn table() -> &'static [u16] {
             (LM, r"\p{Lm}"),
             (LO, r"\p{Lo}"),
             (M, r"\p{M}"),
+            (P, r"\p{P}"),
+            (SY, r"\p{S}"),
         ] {
             let hir = regex_syntax::parse(class).expect("a valid class");
             let regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(cls)) = hir.kind() else {
@@ -114,12 +125,17 @@ pub(crate) fn is_letter_or_mark(c: char) -> bool {
     table()[c as usize] & (L | M) != 0
 }
 
-/// The three lexers.
+/// The lexers of the single-regex patterns (`split/patterns.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lexer {
     Gpt2,
     Gpt4,
     Gpt4o,
+    /// GPT-4's lexer with the white space of cl100k's first form at the end
+    /// of the text.
+    Llama3,
+    /// Llama 3's lexer with one digit per chunk.
+    Qwen2,
 }
 
 impl Lexer {
@@ -128,6 +144,8 @@ impl Lexer {
             p if p == GPT2_PATTERN => Some(Lexer::Gpt2),
             p if p == GPT4_PATTERN => Some(Lexer::Gpt4),
             p if p == GPT4O_PATTERN => Some(Lexer::Gpt4o),
+            p if p == LLAMA3_PATTERN => Some(Lexer::Llama3),
+            p if p == QWEN2_PATTERN => Some(Lexer::Qwen2),
             _ => None,
         }
     }
@@ -145,7 +163,7 @@ impl Lexer {
     /// [`Lexer::for_each_chunk`] with a given engine (tests, measurements).
     #[inline]
     pub(crate) fn for_each_chunk_with<'t>(self, engine: Engine, text: &'t str, f: impl FnMut(&'t str)) {
-        let t = Text { s: text, b: text.as_bytes(), classes: table() };
+        let t = Text::new(text);
         // One loop per lexer: the lexer is chosen once, not at every chunk.
         match self {
             Lexer::Gpt2 => t.tile_with::<mask::Gpt2>(
@@ -166,6 +184,20 @@ impl Lexer {
                 #[inline(always)]
                 |t, i| t.gpt4o(i),
             ),
+            // Inside a text GPT-4's rules are Llama 3's (they differ only
+            // where a text ends, which the masks never see).
+            Lexer::Llama3 => t.tile_with::<mask::Gpt4>(
+                engine,
+                f,
+                #[inline(always)]
+                |t, i| t.llama3(i),
+            ),
+            Lexer::Qwen2 => t.tile_with::<mask::Qwen2>(
+                engine,
+                f,
+                #[inline(always)]
+                |t, i| t.qwen2(i),
+            ),
         }
     }
 }
@@ -174,6 +206,12 @@ struct Text<'a> {
     s: &'a str,
     b: &'a [u8],
     classes: &'a [u16],
+}
+
+impl<'a> Text<'a> {
+    fn new(s: &'a str) -> Self {
+        Text { s, b: s.as_bytes(), classes: table() }
+    }
 }
 
 /// A white-space run: where it starts and ends, where its last character
@@ -465,4 +503,4 @@ impl<'a> Text<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

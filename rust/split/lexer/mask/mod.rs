@@ -57,7 +57,7 @@ use classify::{known_high, Classify};
 #[cfg(target_arch = "x86_64")]
 use classify::{Avx2, Sse2};
 
-pub(crate) use rules::{Gpt2, Gpt4, Gpt4o, Rules};
+pub(crate) use rules::{Gpt2, Gpt4, Gpt4o, Qwen2, Rules};
 
 /// Bytes per window.
 const WINDOW: usize = 64;

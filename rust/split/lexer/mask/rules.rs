@@ -38,7 +38,7 @@ const HORIZON: u64 = 1 << 63;
 /// window; later ones are undecided.
 const APOSTROPHE_DECIDED: u64 = (1 << 61) - 1;
 
-/// The three patterns' rules.
+/// A pattern's rules.
 pub(crate) trait Rules {
     /// Whether white space is cut after its last newline (`\s*[\r\n]`).
     const NEWLINE_CUT: bool;
@@ -183,10 +183,20 @@ fn absorbed(m: &Masks, p: u64, run: u64) -> u64 {
 }
 
 /// GPT-4: `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
-/// ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
-pub(crate) struct Gpt4;
+/// ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`, and
+/// Llama 3's pattern, which cuts the same inside a text (they differ only
+/// where a run of white space ends the text, which a window never sees).
+pub(crate) type Gpt4 = Cl100k<false>;
 
-impl Rules for Gpt4 {
+/// Qwen2: Llama 3's pattern with `\p{N}` for `\p{N}{1,3}`: every digit
+/// starts a chunk (no alternative before it takes a digit, and none goes on
+/// from a digit), the rest is GPT-4's.
+pub(crate) type Qwen2 = Cl100k<true>;
+
+/// GPT-4's rules, with digits one by one if `ONE_DIGIT`.
+pub(crate) struct Cl100k<const ONE_DIGIT: bool>;
+
+impl<const ONE_DIGIT: bool> Rules for Cl100k<ONE_DIGIT> {
     const LETTER_RUNS: bool = true;
     const NEWLINE_CUT: bool = true;
 
@@ -207,7 +217,8 @@ impl Rules for Gpt4 {
         // punctuation that starts a chunk (a run of one character, then).
         let prefix = t | prefix_punct(m, punct_start);
         let letter_start = m.letter & !(m.letter << 1) & !(prefix << 1);
-        starts |= punct_start | letter_start | digit_groups(m.digit);
+        let digits = if ONE_DIGIT { m.digit } else { digit_groups(m.digit) };
+        starts |= punct_start | letter_start | digits;
         // `'(?i:[sdmt]|ll|ve|re)`, the first alternative, where a chunk
         // starts at the apostrophe. Its letters are already no starts (the
         // apostrophe is their prefix, or they are in its letter run), but
