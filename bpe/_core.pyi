@@ -120,8 +120,15 @@ class Trainer:
     def feed_records(self, paths: Sequence[_Path], field: Sequence[str], skip_bad: bool, progress: bool) -> list[int]: ...
     def feed_arrow(self, array: _Parts, name: str, first_row: int, skip_bad: bool) -> tuple[int, Optional[str]]: ...
     def n_chunks(self) -> int: ...
+    # superword_words: SuperBPE's second stage (no token of more words, nor with ": ").
     def extend(
-        self, base: CoreBPE, base_tokens: Sequence[bytes], target: int, progress: bool, min_frequency: int = 1
+        self,
+        base: CoreBPE,
+        base_tokens: Sequence[bytes],
+        target: int,
+        progress: bool,
+        min_frequency: int = 1,
+        superword_words: Optional[int] = None,
     ) -> list[tuple[int, int, int]]: ...
     # ({(left, right): new}, {id: bytes})
     def train(
