@@ -82,6 +82,17 @@ def pretokenize(text: str, pattern: str) -> list[str]:
     return regex.findall(pattern, text)
 
 
+def _chunk_counts(texts: Iterable[str], pattern: str) -> Counter[bytes]:
+    """The distinct non-empty chunks of ``texts`` (each one document), as
+    UTF-8, with the number of times each occurs."""
+    counts: Counter[bytes] = Counter()
+    for doc in texts:
+        for chunk in pretokenize(doc, pattern):
+            if chunk:
+                counts[chunk.encode("utf-8")] += 1
+    return counts
+
+
 def _merge_word(word: tuple[int, ...], left: int, right: int, new_id: int) -> tuple[int, ...]:
     """Replace each non-overlapping ``(left, right)`` in ``word``, scanning left to right.
 
@@ -115,12 +126,7 @@ def train(
         )
 
     # Distinct chunks with their frequencies; each chunk is a tuple of ids.
-    chunk_counts: Counter[bytes] = Counter()
-    for doc in texts:
-        for chunk in pretokenize(doc, pattern):
-            if chunk:
-                chunk_counts[chunk.encode("utf-8")] += 1
-    words: dict[tuple[int, ...], int] = {tuple(b): n for b, n in chunk_counts.items()}
+    words: dict[tuple[int, ...], int] = {tuple(b): n for b, n in _chunk_counts(texts, pattern).items()}
 
     vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
     return _learn(words, vocab, target)
@@ -250,13 +256,8 @@ def train_superbpe(
     merges = train(texts, transition, pattern, n_special)
     vocab = vocab_from_merges(merges)
     ranks = {b: i for i, b in vocab.items()}
-    chunk_counts: Counter[bytes] = Counter()
-    for doc in texts:
-        for chunk in pretokenize(doc, stage2_pattern):
-            if chunk:
-                chunk_counts[chunk.encode("utf-8")] += 1
     words: dict[tuple[int, ...], int] = {}
-    for chunk, n in chunk_counts.items():
+    for chunk, n in _chunk_counts(texts, stage2_pattern).items():
         word = tuple(_encode_chunk(chunk, ranks))
         words[word] = words.get(word, 0) + n
     return merges + _learn(words, vocab, vocab_size - n_special, lambda t: superword_allowed(t, max_words))
@@ -323,12 +324,7 @@ def train_picky(
     which gain its occurrences. Stops also when no pair is left, or after
     ``8 * max(target, 256)`` events (a guard the Rust loop shares)."""
     target = vocab_size - n_special
-    chunk_counts: Counter[bytes] = Counter()
-    for doc in texts:
-        for chunk in pretokenize(doc, pattern):
-            if chunk:
-                chunk_counts[chunk.encode("utf-8")] += 1
-    words: dict[tuple[int, ...], int] = {tuple(b): n for b, n in chunk_counts.items()}
+    words: dict[tuple[int, ...], int] = {tuple(b): n for b, n in _chunk_counts(texts, pattern).items()}
     vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
     id_of = {b: i for i, b in vocab.items()}
     made_of: dict[int, tuple[int, int]] = {}
