@@ -39,7 +39,40 @@ TOOLS = {
     "gigatoken": ("gigatoken", "gigatoken"),
     "fastokens": ("fastokens", "fastokens"),
     "toktok": ("toktok", "toktok-rs"),
+    "hf1": ("tokenizers", "tokenizers"),
 }
+
+# HF tokenizers 1.0 (its "pipeline" engine, a release candidate) cannot share an
+# environment with 0.23 (transformers requires tokenizers < 0.24), so it runs from a
+# virtual environment of its own that also sees this interpreter's packages (bpe,
+# numpy): `run.py --install` makes it. HF1_REQUIREMENT is what goes into it.
+HF1_REQUIREMENT = "tokenizers==1.0.0rc3"
+
+
+def hf1_python() -> Path:
+    cache = Path(os.environ.get("BPE_BENCH_CACHE") or Path.home() / ".cache" / "bpe-bench")
+    return Path(os.environ.get("BPE_BENCH_HF1_PYTHON") or cache / "hf1-venv" / "bin" / "python")
+
+
+def interpreter(tool: str | None) -> str:
+    """The Python a tool's jobs run in."""
+    return str(hf1_python()) if tool == "hf1" else sys.executable
+
+
+_OTHER_VERSIONS: dict = {}
+
+
+def _other_version(tool: str) -> str | None:
+    """The version of a tool that lives in another interpreter (None: not there)."""
+    if tool not in _OTHER_VERSIONS:
+        py, (module, dist) = interpreter(tool), TOOLS[tool]
+        v = None
+        if Path(py).exists():
+            p = subprocess.run([py, "-c", f"from importlib import metadata; import {module}; "
+                                          f"print(metadata.version({dist!r}))"], capture_output=True, text=True)
+            v = p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else None
+        _OTHER_VERSIONS[tool] = v
+    return _OTHER_VERSIONS[tool]
 
 ALIASES = {"tokenizers": "hf", "huggingface": "hf", "spm": "sentencepiece", "bpe_openai": "bpe-openai",
            "toktok-rs": "toktok", "toktok_rs": "toktok"}
@@ -77,7 +110,7 @@ def run_job(job: dict, timeout: float, env_extra: dict | None = None) -> dict:
             env[k] = v
     # The child must import the installed bpe, never the source folder.
     env.pop("PYTHONPATH", None)
-    cmd = [sys.executable, str(WORKER), json.dumps(job)]
+    cmd = [interpreter(job.get("tool")), str(WORKER), json.dumps(job)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
     except subprocess.TimeoutExpired:
@@ -142,10 +175,14 @@ def section(title: str, results: dict | None = None, key: str | None = None) -> 
 
 
 def installed(tool: str) -> bool:
+    if interpreter(tool) != sys.executable:
+        return _other_version(tool) is not None
     return importlib.util.find_spec(TOOLS[tool][0]) is not None
 
 
 def dist_version(tool: str) -> str | None:
+    if interpreter(tool) != sys.executable:
+        return _other_version(tool)
     try:
         return metadata.version(TOOLS[tool][1])
     except metadata.PackageNotFoundError:
@@ -177,7 +214,7 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-TOOL_LABEL = {"bpe": "**bpe (us)**", "hf": "HF tokenizers", "sentencepiece": "sentencepiece", "toktok": "toktok-rs"}
+TOOL_LABEL = {"bpe": "**bpe (us)**", "hf": "HF tokenizers", "hf1": "HF tokenizers 1.0", "sentencepiece": "sentencepiece", "toktok": "toktok-rs"}
 
 
 def label(tool: str) -> str:

@@ -36,7 +36,7 @@ import _encode  # noqa: E402
 import _ray  # noqa: E402
 import _shards  # noqa: E402
 from _common import GPT4_PATTERN  # noqa: E402
-from _harness import (ALIASES, HERE, MB, REPO, TOOLS, bars, dist_version, fmt, installed, label,  # noqa: E402
+from _harness import (ALIASES, HERE, HF1_REQUIREMENT, MB, REPO, TOOLS, bars, hf1_python, dist_version, fmt, installed, label,  # noqa: E402
                       md_table, median, ratio, run_job, section, status_text)
 
 TRAIN_ANCHORS = ["rustbpe", "bpeasy", "hf", "sentencepiece", "gigatoken"]
@@ -165,10 +165,13 @@ def corpora_for(args) -> dict:
     if not args.quick:
         out["extra"] = {n: _corpora.prepare(n, shared) for n in ("code_mix", "flores200")}
         out["encode"] += [_encode.timed_and_warmup(out["extra"]["code_mix"], "code_mix10m"),
-                          _encode.timed_and_warmup(out["extra"]["flores200"], "flores200_10m")]
+                          _encode.timed_and_warmup(out["extra"]["flores200"], "flores200_10m"),
+                          _encode.cjk_slices(out["extra"]["flores200"])]
     if "encode" in args.sections or "many" in args.sections:
         big = _corpora.head(g100, _encode.FILES_BYTES, "gutenberg50m.txt")
-        out["files"] = (big, _corpora.slice_after(g100, big, _encode.SLICE_BYTES, "gutenberg50m.warmup.txt"))
+        # Warmed up on the next 50 MB: another file, never the timed one (which
+        # would reward a cache that keeps every word it has seen).
+        out["files"] = (big, _corpora.slice_after(g100, big, _encode.FILES_BYTES, "gutenberg50m.next50m.txt"))
     if "scale" in args.sections:
         out["scale_parts"] = [_corpora.prepare(n, shared) for n in ("gutenberg100m", "enwiki100m", "code_mix", "flores200")]
     return out
@@ -639,6 +642,14 @@ def install_requirements() -> None:
         p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", line])
         if p.returncode != 0:
             print(f"  could not install {line}; its rows will say so", flush=True)
+    # HF tokenizers 1.0 in an environment of its own (see _harness.HF1_REQUIREMENT).
+    venv = hf1_python().parent.parent
+    print(f"{HF1_REQUIREMENT} into {venv} (a virtual environment that sees this one's packages)", flush=True)
+    ok = (hf1_python().exists()
+          or subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)]).returncode == 0)
+    if not ok or subprocess.run([str(hf1_python()), "-m", "pip", "install", "-q", "--pre",
+                                 HF1_REQUIREMENT]).returncode != 0:
+        print(f"  could not install {HF1_REQUIREMENT}; its rows will say so", flush=True)
 
 
 def main(argv=None) -> int:
