@@ -210,3 +210,16 @@ def test_a_missing_extra_is_one_line_saying_how_to_install_it(files, tmp_path, m
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"bpe: error: {error}"]
     assert not (tmp_path / "never.png").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (this machine has none)")
+@pytest.mark.timeout(600)
+def test_cuda_under_bf16_autocast_agrees_with_cpu(files):
+    """On a GPU the same seed trains under bf16 autocast: the figures that do
+    not depend on arithmetic (steps, tokens, bytes) equal the CPU run's, and
+    bits per byte lands close to it (bf16 rounds differently, so not equal)."""
+    cpu, cuda = run(files, device="cpu"), run(files, device="cuda")
+    assert cuda["settings"]["device"].startswith("cuda")
+    for a, b in zip(cpu["rows"], cuda["rows"]):
+        assert (a["steps"], a["train_tokens"], a["train_bytes"]) == (b["steps"], b["train_tokens"], b["train_bytes"])
+        assert math.isfinite(b["bits_per_byte"]) and abs(a["bits_per_byte"] - b["bits_per_byte"]) < 0.25
