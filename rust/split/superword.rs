@@ -154,9 +154,26 @@ pub fn chunk_end(text: &str, i: usize) -> usize {
     let mut k = i + at(text, i).expect("i < len").1;
     while k < b.len() {
         let x = b[k];
-        if x < 0x80 && (ASCII[x as usize] == LETTER || (ASCII[x as usize] == SPACE && x != b' ')) {
-            k += 1;
-            continue;
+        if x < 0x80 {
+            let c = ASCII[x as usize];
+            if c == LETTER || (c == SPACE && x != b' ') {
+                k += 1;
+                continue;
+            }
+            // The usual cases decided from two ASCII bytes, without `starts`
+            // (its calls were most of this lexer's time): a space before a
+            // letter starts neither 2 (a mark must follow the space) nor 3
+            // (one space before a non-space), and the letter starts nothing;
+            // a mark before a letter or white space starts no run of two marks.
+            let next = b.get(k + 1).map_or(PUNCT, |&y| if y < 0x80 { ASCII[y as usize] } else { 0 });
+            if x == b' ' && next == LETTER {
+                k += 2;
+                continue;
+            }
+            if c == PUNCT && (next == LETTER || next == SPACE) {
+                k += 1;
+                continue;
+            }
         }
         if starts(text, k).is_some() {
             break;
