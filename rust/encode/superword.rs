@@ -33,7 +33,7 @@
 #[path = "superword_merge.rs"]
 mod superword_merge;
 
-use superword_merge::{merge_parts, merge_with_heap, Merges, PartsScratch};
+use superword_merge::{merge_runs, merge_with_heap, Joins, Merges, PartsScratch};
 use super::Encoder;
 use crate::split::pretokenize::Splitter;
 use crate::vocab::{Rank, NONE};
@@ -107,6 +107,8 @@ pub(super) struct Superword {
     second: Merges,
     /// Where the first stage's merges never cross.
     cuts: SafeCuts,
+    /// Where the second stage's merges may cross, between phase A's ids.
+    joins: Joins,
     /// Whether the two phases give BPE's ids (see the module's doc).
     two_phases: bool,
     /// The length of the longest token (`usize::MAX` where not known): a
@@ -140,7 +142,8 @@ impl Superword {
             lengths.push(length);
         }
         let longest = if two_phases { lengths.into_iter().max().unwrap_or(1) } else { usize::MAX };
-        Superword { stage1: Box::new(stage1), merges: places, second, cuts, two_phases, longest }
+        let joins = Joins::new(merges, transition);
+        Superword { stage1: Box::new(stage1), merges: places, second, cuts, joins, two_phases, longest }
     }
 }
 
@@ -150,7 +153,7 @@ impl Encoder {
     /// chunk that is not UTF-8 or a vocabulary that reuses an id.
     pub(super) fn merge_superword(&self, sw: &Superword, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
         let mut scratch = Scratch::default();
-        self.superword_chunk(sw, chunk, &mut sw.stage1.memo(), &mut scratch, out)
+        self.superword_chunk(sw, chunk, None, &mut sw.stage1.memo(), &mut scratch, out)
     }
 
     /// A SuperBPE encoder's `encode_ordinary_into`: its pattern's chunks,
@@ -175,7 +178,7 @@ impl Encoder {
             let whole = if chunk.len() <= sw.longest { self.vocab.get(chunk.as_bytes()) } else { NONE };
             if whole != NONE {
                 out.push(whole);
-            } else if let Err(e) = self.superword_chunk(sw, chunk.as_bytes(), memo, &mut scratch, out) {
+            } else if let Err(e) = self.superword_chunk(sw, chunk.as_bytes(), Some(chunk), memo, &mut scratch, out) {
                 failed = Some(e);
             }
         })?;
@@ -186,24 +189,26 @@ impl Encoder {
     /// module's doc), with `memo` caching phase A's segments, or by BPE from
     /// single bytes for a chunk that is not UTF-8 or a vocabulary that reuses
     /// an id.
+    /// (`text`: the chunk as text, where the caller has it so.)
     fn superword_chunk(
         &self,
         sw: &Superword,
         chunk: &[u8],
+        text: Option<&str>,
         memo: &mut super::Memo,
         scratch: &mut Scratch,
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
-        let text = std::str::from_utf8(chunk).ok().filter(|_| sw.two_phases);
+        let text = text.or_else(|| std::str::from_utf8(chunk).ok()).filter(|_| sw.two_phases);
         let Some(text) = text else {
             return self.merge_superword_from_bytes(sw, chunk, out);
         };
         // Phase A: the first stage's ids of each segment, with the cache.
         let Scratch { phase_a, parts } = scratch;
         phase_a.clear();
-        sw.stage1.encode_chunk_between(text.as_bytes(), &sw.cuts, memo, phase_a)?;
+        sw.stage1.encode_text_between(text, &sw.cuts, memo, phase_a)?;
         // Phase B: the rest of BPE over the whole chunk, from those parts.
-        merge_parts(&sw.second, phase_a, parts, out);
+        merge_runs(&sw.second, &sw.joins, phase_a, parts, out);
         Ok(())
     }
 
@@ -218,9 +223,20 @@ impl Encoder {
         memo: &mut super::Memo,
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
-        let Ok(text) = std::str::from_utf8(chunk) else {
-            return self.encode_chunk(chunk, out);
-        };
+        match std::str::from_utf8(chunk) {
+            Ok(text) => self.encode_text_between(text, cuts, memo, out),
+            Err(_) => self.encode_chunk(chunk, out),
+        }
+    }
+
+    /// [`Encoder::encode_chunk_between`] of a chunk known to be UTF-8.
+    fn encode_text_between(
+        &self,
+        text: &str,
+        cuts: &SafeCuts,
+        memo: &mut super::Memo,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
         let mut failed = None;
         cuts.segments(self.splitter(), text, |segment| {
             if failed.is_none() {
