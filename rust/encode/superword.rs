@@ -6,7 +6,8 @@
 //! chunk with the merge list: from single bytes, the earliest merge among
 //! the adjacent pairs is made first (the leftmost on a tie), until no
 //! adjacent pair is a merge. That is the paper's algorithm, as its
-//! tokenizer files encode (the slow path below, [`merge_parts`] from bytes).
+//! tokenizer files encode (the slow path below: `superword_merge.rs`'s heap
+//! merge from bytes).
 //!
 //! The fast path gives the same ids in two phases. BPE makes every merge of
 //! the first stage before any merge of the second: a second-stage merge
@@ -23,6 +24,9 @@
 //!   alone, with its chunk cache.
 //! - Phase B (the rest): BPE with the merge list from phase A's parts over
 //!   the whole chunk; only merges of the second stage are left to make.
+//!   It never joins two of phase A's ids that lie side by side in no
+//!   second-stage token (`superword_merge.rs`, `Joins`), so the chunk falls
+//!   into short runs, each merged alone, by a scan.
 //!
 //! Tested against the slow path and the Python oracle
 //! (`bpe/reference.py`) on random and real text: `train/superword_tests.rs`,
