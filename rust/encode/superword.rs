@@ -6,7 +6,8 @@
 //! chunk with the merge list: from single bytes, the earliest merge among
 //! the adjacent pairs is made first (the leftmost on a tie), until no
 //! adjacent pair is a merge. That is the paper's algorithm, as its
-//! tokenizer files encode (the slow path below, [`merge_parts`] from bytes).
+//! tokenizer files encode (the slow path below: `superword_merge.rs`'s heap
+//! merge from bytes).
 //!
 //! The fast path gives the same ids in two phases. BPE makes every merge of
 //! the first stage before any merge of the second: a second-stage merge
@@ -23,47 +24,23 @@
 //!   alone, with its chunk cache.
 //! - Phase B (the rest): BPE with the merge list from phase A's parts over
 //!   the whole chunk; only merges of the second stage are left to make.
+//!   It never joins two of phase A's ids that lie side by side in no
+//!   second-stage token (`superword_merge.rs`, `Joins`), so the chunk falls
+//!   into short runs, each merged alone, by a scan.
 //!
 //! Tested against the slow path and the Python oracle
 //! (`bpe/reference.py`) on random and real text: `train/superword_tests.rs`,
 //! `tests/tokenizer/test_superbpe.py`.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+// A child of this module, in a file of its own beside it (so that the
+// encoder's module list, `mod.rs`, needs no line for it).
+#[path = "superword_merge.rs"]
+mod superword_merge;
 
+use superword_merge::{merge_runs, merge_with_heap, Joins, Merges, PartsScratch};
 use super::Encoder;
 use crate::split::pretokenize::Splitter;
 use crate::vocab::{Rank, NONE};
-
-/// A merge list: `(left, right) -> (its place in the list, the new id)`.
-#[derive(Default)]
-pub struct Merges {
-    map: rustc_hash::FxHashMap<(Rank, Rank), (u32, Rank)>,
-    /// Bit `id`: `id` is the left of some merge. Most adjacent parts of a
-    /// second-stage chunk are no merge, and this answers most of them
-    /// without a hash probe.
-    lefts: Vec<u64>,
-}
-
-impl Merges {
-    fn insert(&mut self, left: Rank, right: Rank, place: u32, new: Rank) {
-        self.map.entry((left, right)).or_insert((place, new));
-        let k = left as usize / 64;
-        if self.lefts.len() <= k {
-            self.lefts.resize(k + 1, 0);
-        }
-        self.lefts[k] |= 1 << (left % 64);
-    }
-
-    #[inline]
-    fn get(&self, left: Rank, right: Rank) -> Option<(u32, Rank)> {
-        let bits = self.lefts.get(left as usize / 64).copied().unwrap_or(0);
-        if bits & (1 << (left % 64)) == 0 {
-            return None;
-        }
-        self.map.get(&(left, right)).copied()
-    }
-}
 
 /// The safe cuts of a first-stage vocabulary (see the module's doc): bit
 /// `a << 8 | b` is set when the bytes `a b` occur, in that order, inside
@@ -120,7 +97,7 @@ impl SafeCuts {
 #[derive(Default)]
 struct Scratch {
     phase_a: Vec<Rank>,
-    parts: Vec<Part>,
+    parts: PartsScratch,
 }
 
 /// What a SuperBPE encoder needs beside its vocabulary.
@@ -134,8 +111,14 @@ pub(super) struct Superword {
     second: Merges,
     /// Where the first stage's merges never cross.
     cuts: SafeCuts,
+    /// Where the second stage's merges may cross, between phase A's ids.
+    joins: Joins,
     /// Whether the two phases give BPE's ids (see the module's doc).
     two_phases: bool,
+    /// The length of the longest token (`usize::MAX` where not known): a
+    /// longer chunk, as most second-stage chunks are, is no token, and
+    /// looking it up would hash it whole.
+    longest: usize,
 }
 
 impl Superword {
@@ -156,7 +139,15 @@ impl Superword {
                 second.insert(l, r, k as u32, new);
             }
         }
-        Superword { stage1: Box::new(stage1), merges: places, second, cuts, two_phases }
+        // Every token but a byte is a merge's (where `two_phases` holds).
+        let mut lengths: Vec<usize> = vec![1; 256];
+        for &(l, r, _) in merges.iter().take_while(|_| two_phases) {
+            let length = lengths.get(l as usize).zip(lengths.get(r as usize)).map_or(usize::MAX, |(a, b)| a + b);
+            lengths.push(length);
+        }
+        let longest = if two_phases { lengths.into_iter().max().unwrap_or(1) } else { usize::MAX };
+        let joins = Joins::new(merges, transition);
+        Superword { stage1: Box::new(stage1), merges: places, second, cuts, joins, two_phases, longest }
     }
 }
 
@@ -166,7 +157,7 @@ impl Encoder {
     /// chunk that is not UTF-8 or a vocabulary that reuses an id.
     pub(super) fn merge_superword(&self, sw: &Superword, chunk: &[u8], out: &mut Vec<Rank>) -> Result<(), String> {
         let mut scratch = Scratch::default();
-        self.superword_chunk(sw, chunk, &mut sw.stage1.memo(), &mut scratch, out)
+        self.superword_chunk(sw, chunk, None, &mut sw.stage1.memo(), &mut scratch, out)
     }
 
     /// A SuperBPE encoder's `encode_ordinary_into`: its pattern's chunks,
@@ -188,10 +179,10 @@ impl Encoder {
             if failed.is_some() {
                 return;
             }
-            let whole = self.vocab.get(chunk.as_bytes());
+            let whole = if chunk.len() <= sw.longest { self.vocab.get(chunk.as_bytes()) } else { NONE };
             if whole != NONE {
                 out.push(whole);
-            } else if let Err(e) = self.superword_chunk(sw, chunk.as_bytes(), memo, &mut scratch, out) {
+            } else if let Err(e) = self.superword_chunk(sw, chunk.as_bytes(), Some(chunk), memo, &mut scratch, out) {
                 failed = Some(e);
             }
         })?;
@@ -202,35 +193,26 @@ impl Encoder {
     /// module's doc), with `memo` caching phase A's segments, or by BPE from
     /// single bytes for a chunk that is not UTF-8 or a vocabulary that reuses
     /// an id.
+    /// (`text`: the chunk as text, where the caller has it so.)
     fn superword_chunk(
         &self,
         sw: &Superword,
         chunk: &[u8],
+        text: Option<&str>,
         memo: &mut super::Memo,
         scratch: &mut Scratch,
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
-        let text = std::str::from_utf8(chunk).ok().filter(|_| sw.two_phases);
+        let text = text.or_else(|| std::str::from_utf8(chunk).ok()).filter(|_| sw.two_phases);
         let Some(text) = text else {
             return self.merge_superword_from_bytes(sw, chunk, out);
         };
         // Phase A: the first stage's ids of each segment, with the cache.
         let Scratch { phase_a, parts } = scratch;
         phase_a.clear();
-        let stage1 = &sw.stage1;
-        let mut failed = None;
-        sw.cuts.segments(stage1.splitter(), text, |segment| {
-            if failed.is_none() {
-                if let Err(e) = stage1.encode_unseen(segment.as_bytes(), memo, phase_a) {
-                    failed = Some(e);
-                }
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        sw.stage1.encode_text_between(text, &sw.cuts, memo, phase_a)?;
         // Phase B: the rest of BPE over the whole chunk, from those parts.
-        merge_parts(&sw.second, phase_a, parts, out);
+        merge_runs(&sw.second, &sw.joins, phase_a, parts, out);
         Ok(())
     }
 
@@ -245,9 +227,20 @@ impl Encoder {
         memo: &mut super::Memo,
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
-        let Ok(text) = std::str::from_utf8(chunk) else {
-            return self.encode_chunk(chunk, out);
-        };
+        match std::str::from_utf8(chunk) {
+            Ok(text) => self.encode_text_between(text, cuts, memo, out),
+            Err(_) => self.encode_chunk(chunk, out),
+        }
+    }
+
+    /// [`Encoder::encode_chunk_between`] of a chunk known to be UTF-8.
+    fn encode_text_between(
+        &self,
+        text: &str,
+        cuts: &SafeCuts,
+        memo: &mut super::Memo,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
         let mut failed = None;
         cuts.segments(self.splitter(), text, |segment| {
             if failed.is_none() {
@@ -271,80 +264,8 @@ impl Encoder {
         if let Some(k) = ids.iter().position(|&id| id == NONE) {
             return Err(super::no_token(&chunk[k..k + 1]));
         }
-        merge_parts(&sw.merges, &ids, &mut Vec::new(), out);
+        merge_with_heap(&sw.merges, &ids, &mut Vec::new(), out);
         Ok(())
-    }
-}
-
-/// One part of [`merge_parts`]: its id, the previous and next live parts,
-/// and the place of the merge with the next one (`u32::MAX`: none).
-#[derive(Clone, Copy)]
-struct Part {
-    id: Rank,
-    prev: u32,
-    next: u32,
-    place: u32,
-}
-
-/// BPE with a merge list from given parts: the adjacent pair that is the
-/// earliest merge is merged first (the leftmost on a tie), until no adjacent
-/// pair is a merge; the final ids are appended to `out`. A min-heap of
-/// (place in the list, position) over a linked list of parts (in `parts`,
-/// a buffer kept between calls), with lazy deletion, as `merge.rs`'s heap
-/// merge does with ranks.
-fn merge_parts(merges: &Merges, ids: &[Rank], parts: &mut Vec<Part>, out: &mut Vec<Rank>) {
-    let n = ids.len();
-    let place_of = |l: Rank, r: Rank| merges.get(l, r).unwrap_or((u32::MAX, NONE));
-    parts.clear();
-    parts.extend((0..n).map(|k| Part {
-        id: ids[k],
-        prev: (k as u32).wrapping_sub(1),
-        next: k as u32 + 1,
-        place: if k + 1 < n { place_of(ids[k], ids[k + 1]).0 } else { u32::MAX },
-    }));
-    let mut heap: BinaryHeap<Reverse<(u32, u32)>> = parts
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.place != u32::MAX)
-        .map(|(k, p)| Reverse((p.place, k as u32)))
-        .collect();
-    if heap.is_empty() {
-        out.extend_from_slice(ids); // (most chunks of few parts)
-        return;
-    }
-    let mut alive = vec![true; n];
-    while let Some(Reverse((p, k))) = heap.pop() {
-        let k = k as usize;
-        if !alive[k] || parts[k].place != p {
-            continue; // stale
-        }
-        let j = parts[k].next as usize;
-        let (_, new) = place_of(parts[k].id, parts[j].id);
-        alive[j] = false;
-        parts[k].id = new;
-        parts[k].next = parts[j].next;
-        let after = parts[k].next as usize;
-        if after < n {
-            parts[after].prev = k as u32;
-            parts[k].place = place_of(new, parts[after].id).0;
-            if parts[k].place != u32::MAX {
-                heap.push(Reverse((parts[k].place, k as u32)));
-            }
-        } else {
-            parts[k].place = u32::MAX;
-        }
-        if k > 0 {
-            let q = parts[k].prev as usize;
-            parts[q].place = place_of(parts[q].id, new).0;
-            if parts[q].place != u32::MAX {
-                heap.push(Reverse((parts[q].place, q as u32)));
-            }
-        }
-    }
-    let mut k = 0;
-    while k < n {
-        out.push(parts[k].id);
-        k = parts[k].next as usize;
     }
 }
 

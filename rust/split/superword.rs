@@ -153,10 +153,35 @@ pub fn chunk_end(text: &str, i: usize) -> usize {
     let b = text.as_bytes();
     let mut k = i + at(text, i).expect("i < len").1;
     while k < b.len() {
+        // Eight bytes at a time while they start nothing (`skippable`).
+        if let Some(word) = b.get(k..k + 8) {
+            let skip = skippable(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+            if skip != 0 {
+                k += skip;
+                continue;
+            }
+        }
         let x = b[k];
-        if x < 0x80 && (ASCII[x as usize] == LETTER || (ASCII[x as usize] == SPACE && x != b' ')) {
-            k += 1;
-            continue;
+        if x < 0x80 {
+            let c = ASCII[x as usize];
+            if c == LETTER || (c == SPACE && x != b' ') {
+                k += 1;
+                continue;
+            }
+            // The usual cases decided from two ASCII bytes, without `starts`
+            // (its calls were most of this lexer's time): a space before a
+            // letter starts neither 2 (a mark must follow the space) nor 3
+            // (one space before a non-space), and the letter starts nothing;
+            // a mark before a letter or white space starts no run of two marks.
+            let next = b.get(k + 1).map_or(PUNCT, |&y| if y < 0x80 { ASCII[y as usize] } else { 0 });
+            if x == b' ' && next == LETTER {
+                k += 2;
+                continue;
+            }
+            if c == PUNCT && (next == LETTER || next == SPACE) {
+                k += 1;
+                continue;
+            }
         }
         if starts(text, k).is_some() {
             break;
@@ -164,6 +189,31 @@ pub fn chunk_end(text: &str, i: usize) -> usize {
         k += at(text, k).expect("k < len").1;
     }
     k
+}
+
+/// How many of the eight bytes of `word` (little-endian: the first byte
+/// lowest) from the first on start none of alternatives 1 to 3, by the
+/// tests of `chunk_end`'s loop done on all eight at once: ASCII letters,
+/// ASCII white space other than the space, and a space before an ASCII
+/// letter (the last byte's next byte is unknown here, so it counts only as
+/// a letter or such white space). Each test leaves its verdict in the
+/// high bit of each byte; the ranges are tested on the low seven bits,
+/// `(x + 0x80 - c) & 0x80` being `x >= c`, which carries into no other byte.
+#[inline(always)]
+fn skippable(word: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x80 * ONES;
+    const LOW: u64 = 0x7f * ONES;
+    let at_least = |x: u64, c: u64| x + (0x80 - c) * ONES;
+    let ascii = !word & HIGH;
+    let x = word & LOW;
+    let folded = x | 0x20 * ONES; // (lower case, for letters)
+    let letter = at_least(folded, b'a' as u64) & !at_least(folded, b'z' as u64 + 1) & ascii;
+    let white = at_least(x, 0x09) & !at_least(x, 0x0e) & ascii; // \t \n \v \f \r
+    let d = word ^ (b' ' as u64 * ONES);
+    let space = !((d & LOW) + LOW | d | LOW); // (exact: a byte's high bit iff it is a space)
+    let skip = (letter | white | space & (letter >> 8)) & HIGH;
+    ((!skip & HIGH).trailing_zeros() / 8) as usize
 }
 
 /// Calls `f` on every chunk of `text`, left to right.
@@ -218,6 +268,27 @@ mod tests {
             let text = std::fs::read_to_string(root.join(name)).unwrap();
             let cut = (0..=text.len().min(300_000)).rev().find(|&k| text.is_char_boundary(k)).unwrap();
             assert_eq!(ours(&text[..cut]), regex_chunks(&text[..cut]), "{name}");
+        }
+    }
+
+    /// `skippable` counts as `chunk_end`'s loop tests byte by byte.
+    #[test]
+    fn skippable_counts_the_bytes_that_start_nothing() {
+        let letterish = |x: u8| x.is_ascii_alphabetic() || matches!(x, 0x09..=0x0d);
+        let mut state = 0x853c49e6748fea9bu64;
+        let pool = b"aZz{`@[ \t\n\r\x0b\x0c\x0e\x08.1\x80\xc3\xa9\xff\x1fAq ";
+        for _ in 0..200_000 {
+            let mut w = [0u8; 8];
+            for x in w.iter_mut() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *x = pool[(state % pool.len() as u64) as usize];
+            }
+            let expected = (0..8)
+                .take_while(|&j| letterish(w[j]) || (w[j] == b' ' && j < 7 && w[j + 1].is_ascii_alphabetic()))
+                .count();
+            assert_eq!(skippable(u64::from_le_bytes(w)), expected, "{w:?}");
         }
     }
 

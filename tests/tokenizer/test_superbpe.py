@@ -90,6 +90,22 @@ def test_encoding_equals_the_oracle_on_words_it_has_merged(sup, parts):
     assert sup.encode_ordinary(text) == reference.encode_merges(text, merges_of(sup), sup.pattern)
 
 
+@pytest.mark.timeout(300)
+@settings(max_examples=150)
+@given(st.lists(st.sampled_from([" the", " of", " and", "((", "(the", '"The', "\n ", "\n\n", "   ", "  x", " \t", "123",
+                                 "45678", "字字", "😀", " 😀", "é", ".", ", ", "!!", "::", " ", "x", "\u00a0", "٣"]),
+                max_size=80))
+def test_encoding_equals_the_oracle_on_awkward_runs(sup, parts):
+    """The fast paths' hard cases side by side: unsafe cuts ("((", "(the"),
+    "\\n " where the two stages' chunks overlap, digits, CJK, emoji, runs of
+    spaces; long runs of merged words (phase B's runs and its heap)."""
+    text = "".join(parts)
+    want = reference.encode_merges(text, merges_of(sup), sup.pattern)
+    assert sup.encode_ordinary(text) == want
+    assert sup.encode_ordinary_batch([text, text], num_threads=2) == [want, want]
+    assert sup.encode_to_numpy(text).tolist() == want
+
+
 @pytest.mark.timeout(600)
 def test_encoding_equals_the_oracle_on_real_text(sup):
     merges = merges_of(sup)
