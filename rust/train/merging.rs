@@ -197,7 +197,8 @@ pub(super) struct Tuning {
 }
 
 impl Tuning {
-    pub(super) const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15, slide_pass: 2 << 20, first_block: 1 << 21 };
+    pub(super) const DEFAULT: Tuning =
+        Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15, slide_pass: 2 << 20, first_block: 1 << 21 };
 }
 
 /// Everything the merge loop keeps between merges.
