@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use super::cold::{class, thaw, Cold, CLASSES};
 use super::count::ChunkCounts;
 use super::heap::{floor_for, histogram, PairHeap};
-use super::occurrences::{varint_len, Lists, PairInfo, INLINE, IN_ARENA, TRAILER};
+use super::occurrences::{push_sized, varint_len, Lists, PairInfo, INLINE, IN_ARENA, TRAILER};
 use super::words::{merge_word, new_pairs, Pair, Symbol, Words};
 
 /// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64).
@@ -32,8 +32,8 @@ pub struct Merge {
     pub new: u32,
 }
 
-/// Pass 1's tally of one pair in a run of words: its count, the number of
-/// words it occurs in, the bytes of their list and the last of them plus one.
+/// Pass 1's tally of one pair: its count, the number of words it occurs
+/// in, the bytes of its list and the last of them plus one.
 #[derive(Clone, Copy, Default)]
 struct Tally {
     count: i64,
@@ -42,75 +42,138 @@ struct Tally {
     next: u32,
 }
 
-/// The initial pairs (byte pairs): their counts and word lists.
-fn initial_pairs<S: Symbol>(words: &Words<S>) -> Result<(FxHashMap<Pair<S>, PairInfo>, Lists), String> {
-    // Pass 1, on all cores: each pair's count, words and list bytes. A run of
-    // words (rayon's piece of work) is visited in order, so its gaps are
-    // exact but its first, taken from id 0: the sum over runs is an upper
-    // bound, a few bytes above the list's size.
+/// How many parts the first pairs are cut into, by a hash: each part's map
+/// holds a 64th of the pairs, which stays in the CPU's caches while a bucket
+/// of its occurrences goes through it (see `initial_pairs`).
+const PARTS: usize = 64;
+
+/// Which part `pair` falls in (a multiplicative hash, so that the parts get
+/// about as many pairs each whatever the ids): the top 6 bits.
+#[inline]
+fn part_of<S: Symbol>(pair: Pair<S>) -> usize {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let h = ((pair.0.id() as u64).wrapping_mul(K) ^ pair.1.id() as u64).wrapping_mul(K);
+    (h >> 58) as usize
+}
+const _: () = assert!(PARTS == 1 << 6);
+
+/// Visits every pair occurrence of `words`: sorts them, a run of words at a
+/// time, into one bucket per part (each bucket in word order), and hands
+/// the buckets to `each` whenever they hold `block` occurrences or more,
+/// and at the end.
+fn by_part<S: Symbol>(words: &Words<S>, block: usize, mut each: impl FnMut(&[Vec<(Pair<S>, u32)>])) {
+    let mut buckets: Vec<Vec<(Pair<S>, u32)>> = (0..PARTS).map(|_| Vec::new()).collect();
+    let mut held = 0;
+    for i in 0..words.count() {
+        let word = words.word(i);
+        for p in word.windows(2) {
+            let p = (p[0], p[1]);
+            buckets[part_of(p)].push((p, i as u32));
+        }
+        held += word.len() - 1;
+        if held >= block {
+            each(&buckets);
+            buckets.iter_mut().for_each(Vec::clear);
+            held = 0;
+        }
+    }
+    each(&buckets);
+}
+
+/// The initial pairs (byte pairs, or a base vocabulary's): their counts and
+/// word lists.
+///
+/// Two passes over the words: pass 1 counts each pair and sizes its list,
+/// pass 2 places the lists of more than `INLINE` words in the arena and
+/// fills them. Both go through the occurrences part by part (`by_part`),
+/// each part with a map of its own and its lists in a stretch of the arena
+/// of their own. (A lookup per occurrence in one map of all pairs costs a
+/// cache miss or two: SuperBPE's second stage starts with words of whole
+/// sentences over a base vocabulary, millions of distinct pairs, and those
+/// misses took longer than its merge loop: docs/dev/superbpe.md.) The parts
+/// go on all cores; every list holds its words in order, and nothing
+/// depends on the number of cores.
+pub(super) fn initial_pairs<S: Symbol>(
+    words: &Words<S>,
+    block: usize,
+) -> Result<(FxHashMap<Pair<S>, PairInfo>, Lists), String> {
     // On this process's pool (`threads::install`), not rayon's global one.
-    let tallies = crate::threads::install(|| {
-        (0..words.count())
-            .into_par_iter()
-            .fold(FxHashMap::<Pair<S>, Tally>::default, |mut m, i| {
-                let f = words.meta[i].freq as i64;
-                let id1 = i as u32 + 1;
-                for p in words.word(i).windows(2) {
-                    let t = m.entry((p[0], p[1])).or_default();
-                    t.count += f;
+    crate::threads::install(|| {
+        // Pass 1: each pair's count, words and list bytes (exact: a part's
+        // occurrences come in word order).
+        let mut tallies: Vec<FxHashMap<Pair<S>, Tally>> = (0..PARTS).map(|_| FxHashMap::default()).collect();
+        by_part(words, block, |buckets| {
+            tallies.par_iter_mut().zip(buckets.par_iter()).for_each(|(m, bucket)| {
+                for &(p, w) in bucket {
+                    let id1 = w + 1;
+                    let t = m.entry(p).or_default();
+                    t.count += words.meta[w as usize].freq as i64;
                     if t.next != id1 {
                         t.words += 1;
                         t.bytes += varint_len(id1 - t.next) as u32;
                         t.next = id1;
                     }
                 }
+            })
+        });
+        let room = |t: &Tally| if t.words as usize > INLINE { TRAILER + t.bytes as usize } else { 0 };
+        let sizes: Vec<usize> = tallies.par_iter().map(|m| m.values().map(room).sum()).collect();
+        let total: usize = sizes.iter().sum();
+        u32::try_from(total).map_err(|_| "too many distinct chunks to train on (over 4 GB of word lists)")?;
+        // Twice as much room again is reserved for the lists of the first
+        // merges: it costs address space, not memory, until they write it,
+        // and growing the array later copies it (old and new array at once:
+        // see docs/dev/performance.md, "Word lists"). If the system refuses
+        // that much address space, it is reserved as needed.
+        let mut lists = Lists { arena: Vec::new(), dead: 0 };
+        if lists.arena.try_reserve_exact(3 * total).is_err() {
+            lists.arena.reserve_exact(total);
+        }
+        lists.arena.resize(total, 0);
+        let mut stretches = Vec::with_capacity(PARTS);
+        let (mut rest, mut base) = (&mut lists.arena[..], 0);
+        for &size in &sizes {
+            let (mine, after) = std::mem::take(&mut rest).split_at_mut(size);
+            stretches.push((base, mine));
+            (rest, base) = (after, base + size);
+        }
+        // Each part's records, its lists one after another in its stretch.
+        let mut maps: Vec<FxHashMap<Pair<S>, PairInfo>> = tallies
+            .into_par_iter()
+            .zip(stretches.par_iter())
+            .map(|(tally, &(base, _))| {
+                let mut m = FxHashMap::with_capacity_and_hasher(tally.len(), Default::default());
+                let mut next = base;
+                for (p, t) in tally {
+                    let mut info = PairInfo::default();
+                    info.set_count(t.count);
+                    if room(&t) > 0 {
+                        info.len = IN_ARENA | TRAILER as u32;
+                        info.slots = [next as u32, room(&t) as u32];
+                        next += room(&t);
+                    }
+                    m.insert(p, info);
+                }
                 m
             })
-            .reduce(FxHashMap::default, |mut a, mut b| {
-                if b.len() > a.len() {
-                    std::mem::swap(&mut a, &mut b);
-                }
-                for (k, t) in b {
-                    let e = a.entry(k).or_default();
-                    e.count += t.count;
-                    e.words += t.words;
-                    e.bytes = e.bytes.saturating_add(t.bytes);
-                }
-                a
-            })
-    });
-    // Lists of more than `INLINE` words get their space in the arena, one
-    // after another...
-    let mut pairs = FxHashMap::with_capacity_and_hasher(tallies.len(), Default::default());
-    let mut next: usize = 0;
-    for (p, t) in tallies {
-        let mut info = PairInfo::default();
-        info.set_count(t.count);
-        if t.words as usize > INLINE {
-            let cap = TRAILER + t.bytes as usize;
-            info.len = IN_ARENA | TRAILER as u32;
-            info.slots = [next as u32, cap as u32];
-            next += cap;
-            u32::try_from(next).map_err(|_| "too many distinct chunks to train on (over 4 GB of word lists)")?;
+            .collect();
+        // Pass 2: the lists filled, in word order.
+        by_part(words, block, |buckets| {
+            maps.par_iter_mut().zip(stretches.par_iter_mut()).zip(buckets.par_iter()).for_each(
+                |((m, (base, stretch)), bucket)| {
+                    for &(p, w) in bucket {
+                        push_sized(stretch, *base, m.get_mut(&p).expect("counted in pass 1"), w);
+                    }
+                },
+            )
+        });
+        drop(stretches);
+        let mut pairs = FxHashMap::with_capacity_and_hasher(maps.iter().map(|m| m.len()).sum(), Default::default());
+        for m in maps {
+            pairs.extend(m);
         }
-        pairs.insert(p, info);
-    }
-    // ...and are filled in pass 2, in word order. Twice as much room again
-    // is reserved for the lists of the first merges: it costs address space,
-    // not memory, until they write it, and growing the array later copies it
-    // (old and new array at once: see docs/dev/performance.md, "Word lists"). If
-    // the system refuses that much address space, it is reserved as needed.
-    let mut lists = Lists { arena: Vec::new(), dead: 0 };
-    if lists.arena.try_reserve_exact(3 * next).is_err() {
-        lists.arena.reserve_exact(next);
-    }
-    lists.arena.resize(next, 0);
-    for i in 0..words.count() {
-        for p in words.word(i).windows(2) {
-            lists.push(pairs.get_mut(&(p[0], p[1])).expect("counted in pass 1"), i as u32)?;
-        }
-    }
-    Ok((pairs, lists))
+        Ok((pairs, lists))
+    })
 }
 
 /// Sizes that tune the merge loop's memory and speed, never its result
@@ -128,10 +191,14 @@ pub(super) struct Tuning {
     /// [`Lists::compact`] slides (see there): smaller passes lower the peak
     /// and cost a little time (docs/dev/performance.md, "Tuning").
     pub(super) slide_pass: usize,
+    /// About how many pair occurrences the first pairs' buckets hold at a
+    /// time (see `initial_pairs`): a few tens of MB of (pair, word) entries.
+    pub(super) first_block: usize,
 }
 
 impl Tuning {
-    pub(super) const DEFAULT: Tuning = Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15, slide_pass: 2 << 20 };
+    pub(super) const DEFAULT: Tuning =
+        Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15, slide_pass: 2 << 20, first_block: 1 << 21 };
 }
 
 /// Everything the merge loop keeps between merges.
@@ -202,7 +269,7 @@ impl<S: Symbol> Merging<S> {
     }
 
     fn of(words: Words<S>, vocab: Vec<Arc<[u8]>>, tuning: Tuning) -> Result<Self, String> {
-        let (pairs, lists) = initial_pairs(&words)?;
+        let (pairs, lists) = initial_pairs(&words, tuning.first_block)?;
         let ids: FxHashMap<Arc<[u8]>, u32> =
             vocab.iter().enumerate().filter(|(_, b)| !b.is_empty()).map(|(i, b)| (b.clone(), i as u32)).collect();
         // (Reserved for twice the pairs it is built with: see the rebuild in `tidy`.)

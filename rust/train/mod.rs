@@ -291,7 +291,8 @@ mod tests {
         let expected = learn::<u16>(counts.clone(), 5000, |_, _| Ok(()), all).unwrap();
         assert!(expected.len() > 2000, "{}", expected.len());
         for heap_pairs in [1, 7, 64, 1000] {
-            let tuning = Tuning { heap_pairs, min_slide: 0, slide_pass: 1 << (heap_pairs % 17) };
+            let tuning =
+                Tuning { heap_pairs, min_slide: 0, slide_pass: 1 << (heap_pairs % 17), first_block: 1 + heap_pairs };
             let got = learn::<u16>(counts.clone(), 5000, |_, _| Ok(()), tuning).unwrap();
             assert_eq!(got, expected, "heap of {heap_pairs} pairs");
         }
@@ -300,3 +301,5 @@ mod tests {
 
 #[cfg(test)]
 mod superword_tests;
+#[cfg(test)]
+mod initial_tests;

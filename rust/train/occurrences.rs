@@ -139,6 +139,45 @@ pub(super) fn get_varint(bytes: &[u8], i: &mut usize) -> u32 {
     }
 }
 
+/// Writes `word`'s entry (`n` bytes) where a list's trailer (`next`) starts,
+/// at `out[0]`, and the new trailer after it.
+#[inline]
+fn write_entry(out: &mut [u8], next: u32, word: u32, n: usize) {
+    if word + 1 > next {
+        put_varint(word + 1 - next, &mut out[..n]);
+    } else {
+        out[0] = 0; // the escape, then the id itself
+        put_varint(word + 1, &mut out[1..n]);
+    }
+    out[n..n + TRAILER].copy_from_slice(&(word + 1).to_le_bytes());
+}
+
+/// [`Lists::push`] for a list sized to hold all its words (the first lists:
+/// see `initial_pairs`), whose room lies in `stretch`, the part of the
+/// arena from byte `base` on: parts of the arena are filled on several
+/// cores at once.
+#[inline]
+pub(super) fn push_sized(stretch: &mut [u8], base: usize, info: &mut PairInfo, word: u32) {
+    if !info.in_arena() {
+        let len = info.len();
+        if len > 0 && info.slots[len - 1] == word {
+            return;
+        }
+        info.slots[len] = word; // (sized: a list of more words is in the arena)
+        info.len += 1;
+        return;
+    }
+    let (at, used) = (info.slots[0] as usize - base, info.len());
+    let next = u32::from_le_bytes(stretch[at + used - TRAILER..at + used].try_into().expect("4 bytes"));
+    if next == word + 1 {
+        return;
+    }
+    let n = entry_len(next, word);
+    assert!(used + n <= info.slots[1] as usize, "a first list outgrew the room pass 1 gave it");
+    write_entry(&mut stretch[at + used - TRAILER..], next, word, n);
+    info.len += n as u32;
+}
+
 impl Lists {
     /// The trailer of a list that ends at `end`.
     pub(super) fn trailer(&self, end: usize) -> u32 {
@@ -208,16 +247,7 @@ impl Lists {
         if used + n > cap {
             at = self.relocate(info, n)?;
         }
-        // The entry goes where the trailer was, and the trailer after it.
-        let end = at + used - TRAILER;
-        let entry = &mut self.arena[end..end + n];
-        if word + 1 > next {
-            put_varint(word + 1 - next, entry);
-        } else {
-            entry[0] = 0; // the escape, then the id itself
-            put_varint(word + 1, &mut entry[1..]);
-        }
-        self.arena[end + n..end + n + TRAILER].copy_from_slice(&(word + 1).to_le_bytes());
+        write_entry(&mut self.arena[at + used - TRAILER..], next, word, n);
         info.len += n as u32;
         Ok(())
     }
