@@ -1,8 +1,9 @@
 //! The encoder's loop with the memo's front tables: a chunk of 1 to 15 bytes
 //! seen lately costs one probe in a small direct-mapped table (`memo.rs`,
 //! `ShortFront` for 1 to 7 bytes, `Front` for 8 to 15), token or merged
-//! chunk alike, before the vocabulary's maps and the memo. Measurements:
-//! docs/dev/performance.md, "The hot loop".
+//! chunk alike, before the vocabulary's maps and the memo; a chunk of 8 to
+//! 15 bytes they miss costs one probe in the memo's seen table (`table.rs`).
+//! Measurements: docs/dev/performance.md, "The hot loop".
 
 use super::memo::Memo;
 use super::Encoder;
@@ -64,11 +65,40 @@ impl Encoder {
             return self.encode_superword_text(sw, text, memo, out);
         }
         if memo.has_front() || text.len() >= FRONT_TEXT {
-            memo.ready();
+            self.ready_memo(memo);
             self.encode_with_front(text, memo, out)
         } else {
             self.encode_without_front(text, memo, out)
         }
+    }
+
+    /// Makes `memo`'s front tables, and its seen table where the cache's cap
+    /// would keep a memo that has one (else every call would copy the seed
+    /// afresh: a cap of 0, the cache off, say).
+    pub(super) fn ready_memo(&self, memo: &mut Memo) {
+        memo.ready();
+        if self.memos.capacity() >= self.seed.bytes() {
+            memo.ready_table(&self.seed);
+        }
+    }
+
+    /// The ids of a chunk of 8 to 15 bytes, `key` its `pack`, that is not in
+    /// the memo's front table: with the seen table, one probe finds it if it
+    /// is a token or merged before, and its absence proves it is neither (it
+    /// is merged, and put in the table); without, `encode_unseen`. Returns
+    /// whether it was found (then it goes in the front table too).
+    #[inline(always)]
+    fn encode_seen(&self, chunk: &[u8], key: u128, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<bool, String> {
+        if !memo.has_table() {
+            return self.encode_unseen(chunk, memo, out);
+        }
+        if memo.table_push(key, out) {
+            return Ok(true);
+        }
+        let start = out.len();
+        self.merge_chunk(chunk, out)?;
+        memo.table_insert(key, &out[start..], &self.seed);
+        Ok(false)
     }
 
     /// The ids of a chunk that is not in the memo's front table: the
@@ -133,7 +163,7 @@ impl Encoder {
                         return;
                     }
                     let start = out.len();
-                    let done = self.encode_unseen(chunk, memo, out);
+                    let done = self.encode_seen(chunk, key, memo, out);
                     if done == Ok(true) {
                         memo.front_put(slot, key, &out[start..]);
                     }
@@ -174,7 +204,7 @@ impl Encoder {
 /// three ids (`examples/profile.rs`, alternated: code +1-2%, English and
 /// FLORES-200 within noise).
 #[inline(always)]
-fn push_ids<const N: usize>(out: &mut Vec<Rank>, ids: &[Rank; N], n: usize) {
+pub(super) fn push_ids<const N: usize>(out: &mut Vec<Rank>, ids: &[Rank; N], n: usize) {
     debug_assert!((1..=N).contains(&n));
     let n = n.min(N);
     out.reserve(N);
@@ -269,6 +299,17 @@ mod tests {
             assert!(ids == plain, "round {round}");
         }
         assert!(memo.has_front());
+        // With the seen table (seeded with the vocabulary, reset to it
+        // many times over: 60k words against `MAX_LEARNED`), twice with the
+        // same memo.
+        let mut memo = Memo::default();
+        enc.ready_memo(&mut memo);
+        assert!(memo.has_table());
+        for round in 0..2 {
+            let mut ids = vec![];
+            enc.encode_with_front(&text, &mut memo, &mut ids).unwrap();
+            assert!(ids == plain, "round {round} with the seen table");
+        }
         // Short texts, with and without a front table made.
         for t in [&text[..1000], " the", "é", ""] {
             assert_eq!(enc.encode_ordinary(t).unwrap(), enc.encode_ordinary(t).unwrap());

@@ -35,6 +35,7 @@ use std::sync::Mutex;
 
 use rustc_hash::FxHashMap;
 
+use super::table::Table;
 use crate::threads::ForkLocal;
 use crate::vocab::{pack, Rank, NONE};
 
@@ -71,6 +72,11 @@ pub struct Memo {
     /// hot loop".)
     front: Vec<Front>,
     short_front: Vec<ShortFront>,
+    /// The seen table (`table.rs`): the vocabulary's tokens of 8 to 15
+    /// bytes and the chunks of 8 to 15 bytes this memo merged, behind the
+    /// front table. `None` until `ready_table`; with it, such chunks go in
+    /// it instead of `short`.
+    pub(super) table: Option<Table>,
     /// How a memo learns whether holding more chunks pays (`insert`): the
     /// chunks put in since it last grew or started afresh; how many times
     /// it has grown; where in `ids` the current epoch's chunks start (those
@@ -289,7 +295,7 @@ impl Memo {
 
     /// The chunks it holds.
     pub fn len(&self) -> usize {
-        self.short.len() + self.long.len()
+        self.short.len() + self.long.len() + self.table.as_ref().map_or(0, Table::learned)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -306,6 +312,7 @@ impl Memo {
             + self.ids.capacity() * 4
             + self.front.len() * std::mem::size_of::<Front>()
             + self.short_front.len() * std::mem::size_of::<ShortFront>()
+            + self.table.as_ref().map_or(0, Table::bytes)
     }
 }
 
@@ -382,6 +389,11 @@ impl MemoPool {
             let at = memos.partition_point(|m| m.len() <= memo.len());
             memos.insert(at, memo);
         }
+    }
+
+    /// The cap in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity.load(Relaxed)
     }
 
     /// Drops every memo (and the counts).

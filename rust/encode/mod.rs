@@ -33,6 +33,7 @@ pub mod chars;
 pub mod pairs;
 mod merge;
 mod memo;
+mod table;
 mod front;
 mod extra;
 mod superword;
@@ -104,6 +105,9 @@ pub struct Encoder {
     special_regex: Option<regex::Regex>,
     /// The memos of finished calls (see `memo.rs`): the chunk cache.
     memos: MemoPool,
+    /// The vocabulary's tokens of 8 to 15 bytes in a seen table
+    /// (`table.rs`), which each memo's starts as a copy of.
+    seed: table::Table,
     /// A SuperBPE vocabulary's first stage (see `superword.rs`); `None` for
     /// ordinary BPE.
     superword: Option<Box<Superword>>,
@@ -180,6 +184,12 @@ impl Encoder {
         }
         let chars = Chars::new(&vocab, &by_id);
         let pairs = Pairs::new(&vocab, &by_id);
+        let short: Vec<(u128, Rank)> = by_id
+            .iter()
+            .enumerate()
+            .filter_map(|(id, t)| t.filter(|t| (8..=15).contains(&t.len())).map(|t| (crate::vocab::pack(t), id as Rank)))
+            .collect();
+        let seed = table::Table::seed(short.into_iter());
         for (text, &id) in &specials {
             if by_id[id as usize].is_some() {
                 return Err(format!("special token {text:?} has id {id}, which is already taken"));
@@ -205,6 +215,7 @@ impl Encoder {
             splitter,
             special_regex,
             memos,
+            seed,
             superword: None,
             picky: None,
         })
@@ -401,7 +412,7 @@ impl Encoder {
         // the benchmark's) were each too short for them, so a batch with
         // fresh memos went without (docs/dev/performance.md, "encode_batch").
         if texts.iter().map(|t| t.len()).sum::<usize>() >= front::FRONT_TEXT {
-            memo.ready();
+            self.ready_memo(memo);
         }
         texts
             .iter()
