@@ -163,7 +163,9 @@ impl Encoder {
     }
 
     /// A SuperBPE encoder's `encode_ordinary_into`: its pattern's chunks,
-    /// each a token or [`Encoder::superword_chunk`]'s ids. Its chunks are
+    /// each a token or its ids by the two phases, phase A in one pass over
+    /// the whole text (`superword_pass.rs`) where the vocabulary allows the
+    /// two phases, else chunk by chunk. Its chunks are
     /// long (sentences, runs of words) and seldom seen twice, so they are
     /// not remembered: `memo` serves phase A, the first stage's segments
     /// (the only use of a SuperBPE encoder's memos, so its entries are all
