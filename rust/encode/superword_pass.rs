@@ -58,9 +58,28 @@ impl<'a, 't> Pass<'a, 't> {
     #[inline(always)]
     fn cut(&mut self, at: usize, memo: &mut Memo) {
         if self.whole == NONE && at > self.start && self.failed.is_none() {
-            let segment = &self.text.as_bytes()[self.start..at];
-            if let Err(e) = self.sw.stage1.encode_unseen(segment, memo, &mut self.scratch.phase_a) {
-                self.failed = Some(e);
+            let bytes = self.text.as_bytes();
+            let (segment, phase_a) = (&bytes[self.start..at], &mut self.scratch.phase_a);
+            let n = segment.len();
+            // A segment of 1-7 bytes seen lately: one probe in the memo's
+            // short front table (as in the ordinary encoder's loop).
+            let front = n <= 7 && memo.has_front();
+            let (key, slot) = if front { short_key(bytes, self.start, n) } else { (0, 0) };
+            if front {
+                if let Some(ids) = memo.short_get(slot, key) {
+                    phase_a.push(ids[0]);
+                    if ids[1] != NONE {
+                        phase_a.push(ids[1]);
+                    }
+                    self.start = at;
+                    return;
+                }
+            }
+            let from = phase_a.len();
+            match self.sw.stage1.encode_unseen(segment, memo, phase_a) {
+                Ok(true) if front => memo.short_put(slot, key, &phase_a[from..]),
+                Ok(_) => {}
+                Err(e) => self.failed = Some(e),
             }
         }
         self.start = at;
@@ -101,6 +120,19 @@ impl<'a, 't> Pass<'a, 't> {
     }
 }
 
+/// The short front table's key of the `n` (1-7) bytes of `bytes` at `at`
+/// (its bytes, little-endian, and the length in the top byte, as the
+/// ordinary encoder's loop keys it), and its slot.
+#[inline(always)]
+fn short_key(bytes: &[u8], at: usize, n: usize) -> (u64, usize) {
+    let low = match bytes.get(at..at + 8) {
+        Some(wide) => u64::from_le_bytes(wide.try_into().unwrap()) & (u64::MAX >> (64 - 8 * n)),
+        None => bytes[at..at + n].iter().rev().fold(0, |k, &b| k << 8 | b as u64),
+    };
+    let key = low | (n as u64) << 56;
+    (key, Memo::short_slot(key))
+}
+
 impl Encoder {
     /// [`Encoder::encode_superword_text`] for a vocabulary of two phases: the
     /// second stage's chunk ends first (its lexer, over the whole text), then
@@ -114,6 +146,9 @@ impl Encoder {
         memo: &mut Memo,
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
+        if memo.has_front() || text.len() >= super::super::front::FRONT_TEXT {
+            memo.ready();
+        }
         let base = text.as_ptr() as usize;
         let mut ends = Vec::with_capacity(text.len() / 32 + 1);
         self.splitter.for_each_chunk(text, |chunk| ends.push(chunk.as_ptr() as usize - base + chunk.len()))?;
