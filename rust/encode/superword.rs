@@ -36,6 +36,8 @@
 // encoder's module list, `mod.rs`, needs no line for it).
 #[path = "superword_merge.rs"]
 mod superword_merge;
+#[path = "superword_pass.rs"]
+mod superword_pass;
 
 use superword_merge::{merge_runs, merge_with_heap, Joins, Merges, PartsScratch};
 use super::Encoder;
@@ -161,12 +163,30 @@ impl Encoder {
     }
 
     /// A SuperBPE encoder's `encode_ordinary_into`: its pattern's chunks,
-    /// each a token or [`Encoder::superword_chunk`]'s ids. Its chunks are
+    /// each a token or its ids by the two phases, phase A in one pass over
+    /// the whole text (`superword_pass.rs`) where the vocabulary allows the
+    /// two phases, else chunk by chunk. Its chunks are
     /// long (sentences, runs of words) and seldom seen twice, so they are
     /// not remembered: `memo` serves phase A, the first stage's segments
     /// (the only use of a SuperBPE encoder's memos, so its entries are all
     /// of one kind).
     pub(super) fn encode_superword_text(
+        &self,
+        sw: &Superword,
+        text: &str,
+        memo: &mut super::Memo,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
+        if sw.two_phases {
+            return self.encode_superword_pass(sw, text, memo, out);
+        }
+        self.encode_superword_chunks(sw, text, memo, out)
+    }
+
+    /// [`Encoder::encode_superword_text`] chunk by chunk: the first stage's
+    /// lexer run on each second-stage chunk alone (the single pass's
+    /// reference in the tests, and the path of a vocabulary that reuses an id).
+    pub(super) fn encode_superword_chunks(
         &self,
         sw: &Superword,
         text: &str,
