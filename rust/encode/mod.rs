@@ -187,7 +187,9 @@ impl Encoder {
         let short: Vec<(u128, Rank)> = by_id
             .iter()
             .enumerate()
-            .filter_map(|(id, t)| t.filter(|t| (8..=15).contains(&t.len())).map(|t| (crate::vocab::pack(t), id as Rank)))
+            .filter_map(|(id, t)| {
+                t.filter(|t| (8..=15).contains(&t.len())).map(|t| (crate::vocab::pack(t), id as Rank))
+            })
             .collect();
         let seed = table::Table::seed(short.into_iter());
         for (text, &id) in &specials {

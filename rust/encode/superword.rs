@@ -39,10 +39,10 @@ mod superword_merge;
 #[path = "superword_pass.rs"]
 mod superword_pass;
 
-use superword_merge::{merge_runs, merge_with_heap, Joins, Merges, PartsScratch};
 use super::Encoder;
 use crate::split::pretokenize::Splitter;
 use crate::vocab::{Rank, NONE};
+use superword_merge::{merge_runs, merge_with_heap, Joins, Merges, PartsScratch};
 
 /// The safe cuts of a first-stage vocabulary (see the module's doc): bit
 /// `a << 8 | b` is set when the bytes `a b` occur, in that order, inside

@@ -14,9 +14,43 @@ use crate::split::superword::STAGE2_PATTERN;
 use crate::vocab::Rank;
 
 const PIECES: &[&str] = &[
-    " the", " of", " and", "((", "(the", "\"The", "\n ", "\n\n", "   ", "  x", " \t", "123", "45678", "字字", "😀",
-    " 😀", "é", ".", ", ", "!!", "::", " ", "x", "\u{a0}", "٣", " in the", " of the", " United States", "\r\n", "\n",
-    "the", " by", " way", "  \n", " \n ", "a", " a",
+    " the",
+    " of",
+    " and",
+    "((",
+    "(the",
+    "\"The",
+    "\n ",
+    "\n\n",
+    "   ",
+    "  x",
+    " \t",
+    "123",
+    "45678",
+    "字字",
+    "😀",
+    " 😀",
+    "é",
+    ".",
+    ", ",
+    "!!",
+    "::",
+    " ",
+    "x",
+    "\u{a0}",
+    "٣",
+    " in the",
+    " of the",
+    " United States",
+    "\r\n",
+    "\n",
+    "the",
+    " by",
+    " way",
+    "  \n",
+    " \n ",
+    "a",
+    " a",
 ];
 
 /// A small xorshift, for reproducible random text.
@@ -112,7 +146,9 @@ fn paths(enc: &Encoder, text: &str) -> (Vec<Rank>, Vec<Rank>, Vec<Rank>) {
     enc.encode_superword_pass(sw, text, &mut memo, &mut again).unwrap();
     assert_eq!(pass, again, "the memo's second pass: {text:?}");
     enc.encode_superword_chunks(sw, text, &mut enc.memo(), &mut chunks).unwrap();
-    enc.splitter.for_each_chunk(text, |c| enc.merge_superword_from_bytes(sw, c.as_bytes(), &mut slow).unwrap()).unwrap();
+    enc.splitter
+        .for_each_chunk(text, |c| enc.merge_superword_from_bytes(sw, c.as_bytes(), &mut slow).unwrap())
+        .unwrap();
     (pass, chunks, slow)
 }
 

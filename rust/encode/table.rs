@@ -17,7 +17,7 @@
 //! bytes, ~400 KiB for cl100k), which stay in the L2 cache; the same tokens
 //! in 32-byte entries of a table sized for all of them (8 MiB for cl100k)
 //! made a front-table miss a probe into L3, and English encoded ~8% slower
-//! (docs/dev/performance.md, "One probe for every chunk seen").
+//! (docs/dev/performance.md, "One probe for every chunk seen: the seen table").
 //!
 //! Bounded: a table takes at most `MAX_LEARNED` merged chunks (and
 //! `MAX_SPILL` spilled ids); then it is reset to the seed, as the memo's
@@ -115,12 +115,7 @@ impl Table {
     pub fn seed(tokens: impl ExactSizeIterator<Item = (u128, Rank)>) -> Table {
         let room = (tokens.len() + MAX_LEARNED) * 10 / 7 + 1;
         let bits = room.next_power_of_two().trailing_zeros().max(4);
-        let mut t = Table {
-            entries: entries(1 << bits, None),
-            shift: 64 - bits,
-            spill: Vec::new(),
-            learned: 0,
-        };
+        let mut t = Table { entries: entries(1 << bits, None), shift: 64 - bits, spill: Vec::new(), learned: 0 };
         for (key, id) in tokens {
             t.put(key, &[id]);
         }
@@ -236,7 +231,6 @@ impl super::Memo {
             t.insert(key, ids, seed);
         }
     }
-
 }
 
 #[cfg(test)]
