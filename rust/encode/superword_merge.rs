@@ -280,13 +280,8 @@ mod tests {
     /// every kind of pair), on random parts.
     #[test]
     fn runs_equal_the_whole() {
-        let mut state = 0x9e3779b97f4a7c15u64;
-        let mut next = |m: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % m
-        };
+        let mut rng = crate::split::lexer::tests::rng(0x9e3779b97f4a7c15u64);
+        let mut next = |m: u64| rng() % m;
         let mut scratch = PartsScratch::default();
         for round in 0..3000 {
             let alphabet = 2 + next(8) as Rank;
@@ -313,13 +308,8 @@ mod tests {
     /// and past `LONG_PARTS`.
     #[test]
     fn the_scan_equals_the_heap() {
-        let mut state = 0x2545f4914f6cdd1du64;
-        let mut next = |m: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % m
-        };
+        let mut rng = crate::split::lexer::tests::rng(0x2545f4914f6cdd1du64);
+        let mut next = |m: u64| rng() % m;
         let mut scratch = PartsScratch::default();
         for round in 0..3000 {
             let mut merges = Merges::default();
