@@ -97,7 +97,7 @@ impl Encoder {
         }
         let start = out.len();
         self.merge_chunk(chunk, out)?;
-        memo.table_insert(key, &out[start..], &self.seed);
+        memo.table_insert(key, &out[start..], &self.seed, self.memos.capacity() / 4);
         Ok(false)
     }
 

@@ -245,7 +245,7 @@ impl Memo {
     #[inline]
     pub fn insert(&mut self, chunk: &[u8], ids: &[Rank]) {
         let ids_full = self.ids.len() + ids.len() > Self::MAX_IDS;
-        if ids_full || self.len() >= Self::MAX_CHUNKS << self.grown {
+        if ids_full || self.held() >= Self::MAX_CHUNKS << self.grown {
             if ids.len() > Self::MAX_IDS {
                 return;
             }
@@ -291,6 +291,12 @@ impl Memo {
     /// How many times it has doubled its room since it last started afresh.
     pub fn grown(&self) -> u32 {
         self.grown
+    }
+
+    /// The chunks its maps hold (the seen table has its own bound).
+    #[inline]
+    fn held(&self) -> usize {
+        self.short.len() + self.long.len()
     }
 
     /// The chunks it holds.

@@ -19,24 +19,37 @@
 //! made a front-table miss a probe into L3, and English encoded ~8% slower
 //! (docs/dev/performance.md, "One probe for every chunk seen: the seen table").
 //!
-//! Bounded: a table takes at most `MAX_LEARNED` merged chunks (and
-//! `MAX_SPILL` spilled ids); then it is reset to the seed, as the memo's
-//! maps start afresh. Its size is fixed when the seed is made (a load
-//! factor of at most 0.7 when full), so it never grows.
+//! Bounded, and grown only where it pays: a table made from the seed has
+//! room for `MAX_LEARNED` merged chunks (a load factor of at most 0.7 when
+//! full). When full, it doubles if the chunks it learned keep being found
+//! again (at least one hit on a learned chunk per chunk learned since it
+//! last grew), at most `MAX_GROWN` times and never past the size its owner
+//! allows (a share of the chunk cache's cap); else it is reset to the seed,
+//! as the memo's maps start afresh. On long text of one language the words
+//! of 8 to 15 bytes outnumber 32k: a table reset at 32k merged ~145k of
+//! them again in every 50 MB of English it had seen before; on FLORES-200
+//! the learned chunks are rarely found again, and the table stays small
+//! (docs/dev/performance.md, "The seen table grows where it pays"). Spilled
+//! ids are bounded too (`MAX_SPILL`: then it is reset).
 use crate::vocab::{Rank, NONE};
 
 /// Ids held in an entry itself; a chunk of more keeps them in `spill`.
 const INLINE: usize = 4;
 /// In the key's top four bits (a `pack`ed key uses bits 0-123: the bytes,
-/// and the length in bits 120-123): the number of inline ids (1 to 4), or
-/// `SPILLED` (ids[0] is the offset in `spill`, ids[1] the count).
-const SPILLED: u128 = 15;
+/// and the length in bits 120-123), the tag: in its low three bits the
+/// number of inline ids (1 to 4), or `SPILLED` (ids[0] is the offset in
+/// `spill`, ids[1] the count); `LEARNED` for a merged chunk (not a seed's
+/// token), so that hits on learned chunks can be counted.
+const SPILLED: u128 = 7;
+const LEARNED: u128 = 8;
 const TAG_SHIFT: u32 = 124;
 const KEY_MASK: u128 = !(15 << TAG_SHIFT);
 
-/// Merged chunks a table takes before it is reset to its seed, and the ids
-/// its spill buffer takes. (Small in unit tests, so that they reach them.)
+/// Merged chunks a table made from the seed takes before it is full, the
+/// times it may double, and the ids its spill buffer takes. (Small in unit
+/// tests, so that they reach them.)
 pub const MAX_LEARNED: usize = if cfg!(test) { 1 << 10 } else { 1 << 15 };
+pub const MAX_GROWN: u32 = 2;
 const MAX_SPILL: usize = if cfg!(test) { 1 << 12 } else { 1 << 20 };
 
 #[derive(Clone, Copy, Default)]
@@ -52,8 +65,16 @@ pub struct Table {
     /// `64 - log2(entries.len())`: an index is a hash's top bits.
     shift: u32,
     spill: Vec<Rank>,
-    /// The chunks put in since the seed.
+    /// The chunks put in since the seed, and how many it takes before it
+    /// is full (0.7 of its entries, less the seed's tokens).
     learned: usize,
+    room: usize,
+    /// The seed's tokens (every table made from it holds them).
+    seeded: usize,
+    /// Times it doubled since it was the seed's copy, and the hits on
+    /// learned chunks since it last grew or was reset.
+    grown: u32,
+    learned_hits: usize,
 }
 
 /// The first entry to probe for `key` (a `pack`ed chunk).
@@ -105,6 +126,10 @@ impl Clone for Table {
             shift: self.shift,
             spill: self.spill.clone(),
             learned: self.learned,
+            room: self.room,
+            seeded: self.seeded,
+            grown: self.grown,
+            learned_hits: self.learned_hits,
         }
     }
 }
@@ -113,13 +138,23 @@ impl Table {
     /// A table holding `tokens` (`pack`ed bytes of 1 to 15 bytes, id), with
     /// room for `MAX_LEARNED` more chunks.
     pub fn seed(tokens: impl ExactSizeIterator<Item = (u128, Rank)>) -> Table {
-        let room = (tokens.len() + MAX_LEARNED) * 10 / 7 + 1;
-        let bits = room.next_power_of_two().trailing_zeros().max(4);
-        let mut t = Table { entries: entries(1 << bits, None), shift: 64 - bits, spill: Vec::new(), learned: 0 };
+        let seeded = tokens.len();
+        let bits = ((seeded + MAX_LEARNED) * 10 / 7 + 1).next_power_of_two().trailing_zeros().max(4);
+        let mut t = Table {
+            entries: entries(1 << bits, None),
+            shift: 64 - bits,
+            spill: Vec::new(),
+            learned: 0,
+            room: 0,
+            seeded,
+            grown: 0,
+            learned_hits: 0,
+        };
         for (key, id) in tokens {
-            t.put(key, &[id]);
+            t.put(key, &[id], 0);
         }
         t.learned = 0;
+        t.room = room(t.entries.len(), seeded);
         t
     }
 
@@ -136,13 +171,15 @@ impl Table {
     /// Appends the ids of `key` (a `pack`ed chunk) to `out` and returns
     /// true if held; else returns false.
     #[inline(always)]
-    pub fn push(&self, key: u128, out: &mut Vec<Rank>) -> bool {
+    pub fn push(&mut self, key: u128, out: &mut Vec<Rank>) -> bool {
         let mask = self.entries.len() - 1;
         let mut i = home(key, self.shift);
         loop {
             let e = &self.entries[i];
             if e.key & KEY_MASK == key {
                 let tag = (e.key >> TAG_SHIFT) as usize;
+                self.learned_hits += tag >> 3;
+                let tag = tag & 7;
                 if tag <= INLINE {
                     super::front::push_ids(out, &e.ids, tag);
                 } else {
@@ -158,29 +195,62 @@ impl Table {
         }
     }
 
-    /// Puts `key` -> `ids` (a chunk not held: `push` said so), resetting
-    /// the table to `seed` first if it is full.
+    /// Puts `key` -> `ids` (a chunk not held: `push` said so). A full table
+    /// first doubles, if that pays and its entries would stay within
+    /// `max_bytes`, else is reset to `seed`.
     #[inline]
-    pub fn insert(&mut self, key: u128, ids: &[Rank], seed: &Table) {
+    pub fn insert(&mut self, key: u128, ids: &[Rank], seed: &Table, max_bytes: usize) {
         if ids.is_empty() || ids.len() > MAX_SPILL {
             return;
         }
         let spills = ids.len() > INLINE;
-        if self.learned >= MAX_LEARNED || (spills && self.spill.len() + ids.len() > MAX_SPILL) {
+        if spills && self.spill.len() + ids.len() > MAX_SPILL {
             self.reset(seed);
+        } else if self.learned >= self.room {
+            let pays = self.learned_hits >= self.learned;
+            if pays && self.grown < MAX_GROWN && 2 * std::mem::size_of_val(&*self.entries) <= max_bytes {
+                self.grow();
+            } else {
+                self.reset(seed);
+            }
         }
-        self.put(key, ids);
+        self.put(key, ids, LEARNED);
     }
 
-    /// Back to the seed's tokens only (its room kept).
+    /// Back to the seed's tokens only, at the seed's size.
     pub fn reset(&mut self, seed: &Table) {
-        debug_assert_eq!(self.entries.len(), seed.entries.len());
-        self.entries.copy_from_slice(&seed.entries);
+        if self.entries.len() == seed.entries.len() {
+            self.entries.copy_from_slice(&seed.entries);
+        } else {
+            self.entries = entries(seed.entries.len(), Some(&seed.entries));
+            self.shift = seed.shift;
+        }
         self.spill.clear();
         self.learned = 0;
+        self.room = seed.room;
+        self.grown = 0;
+        self.learned_hits = 0;
     }
 
-    fn put(&mut self, key: u128, ids: &[Rank]) {
+    /// Twice the entries, every chunk held put in again (the spill stays).
+    fn grow(&mut self) {
+        let bigger = entries(2 * self.entries.len(), None);
+        let old = std::mem::replace(&mut self.entries, bigger);
+        self.shift -= 1;
+        let mask = self.entries.len() - 1;
+        for e in old.iter().filter(|e| e.key != 0) {
+            let mut i = home(e.key & KEY_MASK, self.shift);
+            while self.entries[i].key != 0 {
+                i = (i + 1) & mask;
+            }
+            self.entries[i] = *e;
+        }
+        self.grown += 1;
+        self.room = room(self.entries.len(), self.seeded);
+        self.learned_hits = 0;
+    }
+
+    fn put(&mut self, key: u128, ids: &[Rank], learned: u128) {
         debug_assert!(key != 0 && key & !KEY_MASK == 0 && !ids.is_empty());
         let (tag, inline) = if ids.len() <= INLINE {
             let id = |k: usize| ids.get(k).copied().unwrap_or(NONE);
@@ -195,9 +265,15 @@ impl Table {
         while self.entries[i].key != 0 {
             i = (i + 1) & mask;
         }
-        self.entries[i] = Entry { key: key | tag << TAG_SHIFT, ids: inline };
+        self.entries[i] = Entry { key: key | (tag | learned) << TAG_SHIFT, ids: inline };
         self.learned += 1;
     }
+}
+
+/// The merged chunks a table of `entries` entries takes, `seeded` of them
+/// the seed's tokens: up to a load factor of 0.7.
+fn room(entries: usize, seeded: usize) -> usize {
+    (entries * 7 / 10).saturating_sub(seeded)
 }
 
 /// A memo's seen table (its `table`).
@@ -219,16 +295,17 @@ impl super::Memo {
     /// Appends the ids of `key` (a `pack`ed chunk of 8..=15 bytes) to `out`
     /// if the seen table (made) holds it: whether it did.
     #[inline(always)]
-    pub fn table_push(&self, key: u128, out: &mut Vec<Rank>) -> bool {
-        self.table.as_ref().is_some_and(|t| t.push(key, out))
+    pub fn table_push(&mut self, key: u128, out: &mut Vec<Rank>) -> bool {
+        self.table.as_mut().is_some_and(|t| t.push(key, out))
     }
 
     /// Puts a merged chunk's `key` -> `ids` in the seen table (made), which
-    /// goes back to `seed` when full.
+    /// when full doubles (where that pays, within `max_bytes`) or goes back
+    /// to `seed`.
     #[inline]
-    pub fn table_insert(&mut self, key: u128, ids: &[Rank], seed: &Table) {
+    pub fn table_insert(&mut self, key: u128, ids: &[Rank], seed: &Table, max_bytes: usize) {
         if let Some(t) = self.table.as_mut() {
-            t.insert(key, ids, seed);
+            t.insert(key, ids, seed, max_bytes);
         }
     }
 }
@@ -238,36 +315,131 @@ mod tests {
     use super::*;
     use crate::vocab::pack;
 
-    /// What goes in comes out (inline and spilled ids alike), an absent key
-    /// is absent, and a full table is reset to its seed, keeping only the
-    /// seed's tokens and what came after.
-    #[test]
-    fn puts_finds_and_resets() {
-        let seed = Table::seed([(pack(b"ab"), 7), (pack(b"the longest one"), 9)].into_iter());
-        let mut t = seed.clone();
-        let ids = |k: usize| (0..1 + k % 7).map(|j| (k * 10 + j) as Rank).collect::<Vec<_>>();
-        let key = |k: usize| pack(format!("w{k}").as_bytes());
-        for k in 0..MAX_LEARNED {
+    /// Chunk `k`'s ids: 1 to 4 (inline), or 5 to 7 (spilled) for one in 20.
+    fn ids(k: usize) -> Vec<Rank> {
+        let n = if k % 20 == 0 { 5 + k % 3 } else { 1 + k % 4 };
+        (0..n).map(|j| (k * 10 + j) as Rank).collect()
+    }
+
+    fn key(k: usize) -> u128 {
+        pack(format!("w{k}").as_bytes())
+    }
+
+    /// Fills `t` with learned chunks `from..` until full; each is looked up
+    /// `finds` times after it is put in. Returns the next chunk's number.
+    fn fill(t: &mut Table, seed: &Table, from: usize, finds: usize) -> usize {
+        let mut k = from;
+        while t.learned() < t.room {
             let mut out = vec![];
             assert!(!t.push(key(k), &mut out));
-            t.insert(key(k), &ids(k), &seed);
+            t.insert(key(k), &ids(k), seed, usize::MAX);
+            for _ in 0..finds {
+                out.clear();
+                assert!(t.push(key(k), &mut out));
+            }
+            k += 1;
         }
-        assert_eq!(t.learned(), MAX_LEARNED);
-        for k in 0..MAX_LEARNED {
-            let mut out = vec![1];
-            assert!(t.push(key(k), &mut out));
-            assert_eq!(out[1..], ids(k)[..], "{k}");
-        }
-        t.insert(key(MAX_LEARNED), &[3, 4], &seed);
-        assert_eq!(t.learned(), 1);
-        let mut out = vec![];
-        assert!(!t.push(key(0), &mut out));
-        for (k, want) in [(pack(b"ab"), vec![7]), (pack(b"the longest one"), vec![9]), (key(MAX_LEARNED), vec![3, 4])] {
+        k
+    }
+
+    /// Everything held is found: the seed's tokens and learned chunks from
+    /// `from` to `to`, inline and spilled ids alike.
+    fn holds(t: &mut Table, from: usize, to: usize) {
+        for (k, want) in [(pack(b"ab"), vec![7]), (pack(b"the longest one"), vec![9])] {
             let mut out = vec![];
             assert!(t.push(k, &mut out));
             assert_eq!(out, want);
         }
+        for k in from..to {
+            let mut out = vec![1];
+            assert!(t.push(key(k), &mut out), "{k}");
+            assert_eq!(out[1..], ids(k)[..], "{k}");
+        }
+    }
+
+    /// What goes in comes out (inline and spilled ids alike), an absent key
+    /// is absent, and a full table whose learned chunks are not found again
+    /// is reset to its seed, keeping only the seed's tokens and what came
+    /// after.
+    #[test]
+    fn puts_finds_and_resets() {
+        let seed = Table::seed([(pack(b"ab"), 7), (pack(b"the longest one"), 9)].into_iter());
+        assert!(seed.room >= MAX_LEARNED);
+        let mut t = seed.clone();
+        let n = fill(&mut t, &seed, 0, 0);
+        assert_eq!(t.learned(), seed.room);
+        holds(&mut t, 0, n);
+        t.learned_hits = 0; // (`holds` found every one)
+        t.insert(key(n), &[3, 4], &seed, usize::MAX);
+        assert_eq!((t.learned(), t.grown, t.entries.len()), (1, 0, seed.entries.len()));
+        let mut out = vec![];
+        assert!(!t.push(key(0), &mut out));
+        holds(&mut t, 0, 0);
+        assert!(t.push(key(n), &mut out));
+        assert_eq!(out, [3, 4]);
         assert!(t.bytes() <= seed.bytes() + MAX_SPILL * 4 + 64);
+    }
+
+    /// A full table whose learned chunks keep being found doubles (keeping
+    /// all it holds) at most `MAX_GROWN` times and within the bytes allowed,
+    /// then is reset to the seed, at the seed's size.
+    #[test]
+    fn grows_where_it_pays() {
+        let seed = Table::seed([(pack(b"ab"), 7), (pack(b"the longest one"), 9)].into_iter());
+        let mut t = seed.clone();
+        let mut n = 0;
+        for grown in 1..=MAX_GROWN {
+            n = fill(&mut t, &seed, n, 1);
+            t.insert(key(n), &ids(n), &seed, usize::MAX);
+            n += 1;
+            assert_eq!((t.grown, t.entries.len()), (grown, seed.entries.len() << grown));
+            holds(&mut t, 0, n);
+        }
+        n = fill(&mut t, &seed, n, 1);
+        t.insert(key(n), &ids(n), &seed, usize::MAX);
+        assert_eq!((t.learned(), t.grown, t.entries.len()), (1, 0, seed.entries.len()));
+        holds(&mut t, n, n + 1);
+        // Not past the bytes allowed: reset instead.
+        let mut t = seed.clone();
+        let n = fill(&mut t, &seed, 0, 1);
+        t.insert(key(n), &ids(n), &seed, 2 * seed.bytes() - 1);
+        assert_eq!((t.learned(), t.grown), (1, 0));
+        // Found too rarely (one learned chunk in three): reset.
+        let mut t = seed.clone();
+        let mut k = 0;
+        while t.learned() < t.room {
+            t.insert(key(k), &ids(k), &seed, usize::MAX);
+            if k % 3 == 0 {
+                assert!(t.push(key(k), &mut vec![]));
+            }
+            k += 1;
+        }
+        t.insert(key(k), &ids(k), &seed, usize::MAX);
+        assert_eq!((t.learned(), t.grown), (1, 0));
+    }
+
+    /// A memo whose seen table has learned as many chunks as the memo's
+    /// own maps may hold still keeps the chunks its maps take: the maps are
+    /// bounded by what they hold, not by what the table holds (counting
+    /// both, a memo next to a well-filled table started afresh at every
+    /// insert, and 50 MB of English merged ~90k chunks again in each call).
+    #[test]
+    fn the_memo_is_bounded_by_its_own_chunks() {
+        use super::super::Memo;
+        let seed = Table::seed([(pack(b"the longest one"), 9)].into_iter());
+        let mut memo = Memo::default();
+        memo.ready_table(&seed);
+        for k in 0..Memo::MAX_CHUNKS {
+            memo.table_insert(key(k), &ids(k), &seed, 0);
+        }
+        assert!(memo.len() >= Memo::MAX_CHUNKS);
+        let words: Vec<String> = (0..100).map(|k| format!(" x{k}")).collect();
+        for (k, w) in words.iter().enumerate() {
+            memo.insert(w.as_bytes(), &[k as Rank, 1]);
+        }
+        for (k, w) in words.iter().enumerate() {
+            assert_eq!(memo.get(w.as_bytes()), Some(&[k as Rank, 1][..]), "{w}");
+        }
     }
 
     /// Spilled ids past `MAX_SPILL` reset the table too.
@@ -277,7 +449,7 @@ mod tests {
         let mut t = seed.clone();
         let long: Vec<Rank> = (0..MAX_SPILL as Rank / 3).collect();
         for k in 0..4 {
-            t.insert(pack(format!("s{k}").as_bytes()), &long, &seed);
+            t.insert(pack(format!("s{k}").as_bytes()), &long, &seed, usize::MAX);
         }
         assert!(t.spill.len() <= MAX_SPILL);
         let mut out = vec![];
