@@ -74,10 +74,12 @@ impl Encoder {
 
     /// Makes `memo`'s front tables, and its seen table where the cache's cap
     /// would keep a memo that has one (else every call would copy the seed
-    /// afresh: a cap of 0, the cache off, say).
+    /// afresh: a cap of 0, the cache off, say) and where it is used: a
+    /// SuperBPE encoder's chunks go through `superword_pass.rs`, which never
+    /// looks in it (a copy of the seed there was 4 MiB a memo for nothing).
     pub(super) fn ready_memo(&self, memo: &mut Memo) {
         memo.ready();
-        if self.memos.capacity() >= self.seed.bytes() {
+        if self.superword.is_none() && self.memos.capacity() >= self.seed.bytes() {
             memo.ready_table(&self.seed);
         }
     }

@@ -158,6 +158,10 @@ fn the_single_pass_equals_the_chunk_by_chunk_path_and_bpe_from_bytes() {
     let training = rng.text(6000);
     let enc = two_stages(&training, 150, 150);
     assert!(enc.superword.as_ref().unwrap().two_phases);
+    // (The seen table, which this path never looks in, is not made.)
+    let mut memo = enc.memo();
+    enc.ready_memo(&mut memo);
+    assert!(memo.has_front() && !memo.has_table());
     // Texts of 1 to 40 pieces (many ends of text inside a chunk's look-ahead)
     // and long ones (many chunks, one memo across them).
     for round in 0..3000 {
