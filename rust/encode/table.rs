@@ -71,9 +71,11 @@ pub struct Table {
     room: usize,
     /// The seed's tokens (every table made from it holds them).
     seeded: usize,
-    /// Times it doubled since it was the seed's copy, and the hits on
-    /// learned chunks since it last grew or was reset.
+    /// Times it doubled since it was the seed's copy; the chunks it had
+    /// learned when it last grew (0 since a reset), and the hits on learned
+    /// chunks since then.
     grown: u32,
+    learned_at_growth: usize,
     learned_hits: usize,
 }
 
@@ -129,6 +131,7 @@ impl Clone for Table {
             room: self.room,
             seeded: self.seeded,
             grown: self.grown,
+            learned_at_growth: self.learned_at_growth,
             learned_hits: self.learned_hits,
         }
     }
@@ -148,6 +151,7 @@ impl Table {
             room: 0,
             seeded,
             grown: 0,
+            learned_at_growth: 0,
             learned_hits: 0,
         };
         for (key, id) in tokens {
@@ -207,7 +211,7 @@ impl Table {
         if spills && self.spill.len() + ids.len() > MAX_SPILL {
             self.reset(seed);
         } else if self.learned >= self.room {
-            let pays = self.learned_hits >= self.learned;
+            let pays = self.learned_hits >= self.learned - self.learned_at_growth;
             if pays && self.grown < MAX_GROWN && 2 * std::mem::size_of_val(&*self.entries) <= max_bytes {
                 self.grow();
             } else {
@@ -229,6 +233,7 @@ impl Table {
         self.learned = 0;
         self.room = seed.room;
         self.grown = 0;
+        self.learned_at_growth = 0;
         self.learned_hits = 0;
     }
 
@@ -247,6 +252,7 @@ impl Table {
         }
         self.grown += 1;
         self.room = room(self.entries.len(), self.seeded);
+        self.learned_at_growth = self.learned;
         self.learned_hits = 0;
     }
 
@@ -380,8 +386,9 @@ mod tests {
         assert!(t.bytes() <= seed.bytes() + MAX_SPILL * 4 + 64);
     }
 
-    /// A full table whose learned chunks keep being found doubles (keeping
-    /// all it holds) at most `MAX_GROWN` times and within the bytes allowed,
+    /// A full table whose learned chunks keep being found (as many hits as
+    /// chunks learned since it last grew) doubles (keeping all it holds) at
+    /// most `MAX_GROWN` times and within the bytes allowed,
     /// then is reset to the seed, at the seed's size.
     #[test]
     fn grows_where_it_pays() {
@@ -394,6 +401,11 @@ mod tests {
             n += 1;
             assert_eq!((t.grown, t.entries.len()), (grown, seed.entries.len() << grown));
             holds(&mut t, 0, n);
+            // Only the chunks learned since it grew count: each found once
+            // (this one, which made it grow, here; the next by `fill`) is
+            // enough, the older ones not found again.
+            t.learned_hits = 0;
+            assert!(t.push(key(n - 1), &mut vec![]));
         }
         n = fill(&mut t, &seed, n, 1);
         t.insert(key(n), &ids(n), &seed, usize::MAX);
