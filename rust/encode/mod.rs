@@ -238,8 +238,12 @@ impl Encoder {
     ) -> Result<Self, String> {
         let first: FxHashMap<Vec<u8>, Rank> =
             ranks.iter().filter(|(_, &id)| id < transition).map(|(b, &id)| (b.clone(), id)).collect();
-        let stage1 = Encoder::with_splitter(first, FxHashMap::default(), stage1)?;
+        let mut stage1 = Encoder::with_splitter(first, FxHashMap::default(), stage1)?;
         let mut enc = Encoder::with_splitter(ranks, specials, splitter)?;
+        // Neither encoder's memos make a seen table (`ready_memo`), so
+        // neither needs a seed (4 MiB each at 50k).
+        stage1.seed = table::Table::unused();
+        enc.seed = table::Table::unused();
         enc.superword = Some(Box::new(Superword::new(stage1, merges, transition)));
         Ok(enc)
     }

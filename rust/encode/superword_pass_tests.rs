@@ -162,6 +162,7 @@ fn the_single_pass_equals_the_chunk_by_chunk_path_and_bpe_from_bytes() {
     let mut memo = enc.memo();
     enc.ready_memo(&mut memo);
     assert!(memo.has_front() && !memo.has_table());
+    assert!(enc.seed.bytes() <= 1024 && enc.superword.as_ref().unwrap().stage1.seed.bytes() <= 1024);
     // Texts of 1 to 40 pieces (many ends of text inside a chunk's look-ahead)
     // and long ones (many chunks, one memo across them).
     for round in 0..3000 {

@@ -162,6 +162,22 @@ impl Table {
         t
     }
 
+    /// A table of 16 empty entries, for an encoder whose memos make none
+    /// (SuperBPE's): used after all, it would work, growing from there.
+    pub fn unused() -> Table {
+        Table {
+            entries: entries(16, None),
+            shift: 60,
+            spill: Vec::new(),
+            learned: 0,
+            room: 0,
+            seeded: 0,
+            grown: 0,
+            learned_at_growth: 0,
+            learned_hits: 0,
+        }
+    }
+
     /// Its memory in bytes.
     pub fn bytes(&self) -> usize {
         std::mem::size_of_val(&*self.entries) + self.spill.capacity() * 4
@@ -451,6 +467,23 @@ mod tests {
         }
         for (k, w) in words.iter().enumerate() {
             assert_eq!(memo.get(w.as_bytes()), Some(&[k as Rank, 1][..]), "{w}");
+        }
+    }
+
+    /// An unused table, used after all, holds what was last put in (it
+    /// grows from its 16 entries, or is reset to them), and never overfills.
+    #[test]
+    fn an_unused_table_still_works() {
+        let seed = Table::unused();
+        for max_bytes in [0, usize::MAX] {
+            let mut t = seed.clone();
+            for k in 0..5000 {
+                t.insert(key(k), &ids(k), &seed, max_bytes);
+                let mut out = vec![];
+                assert!(t.push(key(k), &mut out));
+                assert_eq!(out, ids(k));
+                assert!(t.learned() * 10 <= t.entries.len() * 7 + 10, "{k}");
+            }
         }
     }
 
