@@ -10,7 +10,7 @@ use super::cold::{class, thaw, Cold, CLASSES};
 use super::count::ChunkCounts;
 use super::heap::{floor_for, histogram, PairHeap};
 use super::occurrences::{push_sized, varint_len, Lists, PairInfo, INLINE, IN_ARENA, TRAILER};
-use super::words::{merge_word, new_pairs, Pair, Symbol, Words};
+use super::words::{merge_word, new_pairs, pairs_at, Pair, Symbol, Words};
 
 /// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64).
 #[inline(always)]
@@ -233,6 +233,10 @@ pub(super) struct Merging<S> {
     /// count, and the words that hold the pair merged.
     delta: FxHashMap<Pair<S>, i64>,
     affected: Vec<u32>,
+    /// Where a word's merge put the new token (`merge_word`), and whether
+    /// that token is new to every word (not a duplicate's existing id).
+    made: Vec<u32>,
+    fresh: bool,
     tuning: Tuning,
     /// Which merged tokens may be made (the bytes of the token a pair would
     /// become); `None`: every one (ordinary BPE). A pair refused once is
@@ -286,6 +290,8 @@ impl<S: Symbol> Merging<S> {
             ids,
             delta: FxHashMap::default(),
             affected: Vec::new(),
+            made: Vec::new(),
+            fresh: true,
             tuning,
             allow: None,
             refused: Default::default(),
@@ -380,6 +386,7 @@ impl<S: Symbol> Merging<S> {
         bytes.extend_from_slice(&self.vocab[pair.1.id()]);
         let new = match self.ids.get(&bytes[..]) {
             Some(&id) => {
+                self.fresh = false;
                 // Duplicate: same bytes reached by another path. The pairs
                 // holding `id` can gain occurrences again: none may stay cold.
                 let taken = self.cold.take(CLASSES, Some(id as usize));
@@ -387,6 +394,7 @@ impl<S: Symbol> Merging<S> {
                 id
             }
             None => {
+                self.fresh = true;
                 let id = self.vocab.len() as u32;
                 let bytes: Arc<[u8]> = Arc::from(bytes);
                 self.vocab.push(bytes.clone());
@@ -400,7 +408,7 @@ impl<S: Symbol> Merging<S> {
     /// Merges every occurrence of `pair` into `new`: rewrites the words that
     /// hold it and moves the counts of the pairs around them.
     pub(super) fn apply(&mut self, pair: Pair<S>, new: S) -> Result<(), String> {
-        let Merging { words, pairs, lists, cold, heap, floor, vocab, delta, affected, refused, .. } = self;
+        let Merging { words, pairs, lists, cold, heap, floor, vocab, delta, affected, made, fresh, refused, .. } = self;
         let floor = *floor;
 
         // The pair disappears: every occurrence is merged. Its entry goes
@@ -443,14 +451,22 @@ impl<S: Symbol> Merging<S> {
             let w = &mut words.meta[i];
             let n = w.len as usize;
             let word = &mut words.symbols[w.start as usize..w.start as usize + n];
-            let m = merge_word(word, pair, new, w.freq as i64, delta);
+            let m = merge_word(word, pair, new, w.freq as i64, delta, made);
             if m < n {
                 w.len = m as u32;
                 words.live -= n - m;
-                for p in new_pairs(&word[..m], new) {
+                let mut push = |p: Pair<S>| -> Result<(), String> {
                     if refused.is_empty() || !refused.contains(&p) {
                         lists.push(pairs.entry(p).or_default(), wi)?;
                     }
+                    Ok(())
+                };
+                // A token new to every word stands only where this merge put
+                // it; a duplicate's id may stand elsewhere in the word too.
+                if *fresh {
+                    pairs_at(&word[..m], made).try_for_each(&mut push)?;
+                } else {
+                    new_pairs(&word[..m], new).try_for_each(&mut push)?;
                 }
             }
         }

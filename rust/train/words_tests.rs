@@ -1,0 +1,74 @@
+//! `merge_word` and `pairs_at` against the plain loop they replace: a copy
+//! of every symbol and a rescan of the whole word for the new pairs.
+use rustc_hash::FxHashMap;
+
+use super::*;
+
+/// The plain loop: symbol by symbol, the same deltas.
+fn merge_word_plain(
+    word: &mut [u16],
+    (a, b): Pair<u16>,
+    new: u16,
+    f: i64,
+    delta: &mut FxHashMap<Pair<u16>, i64>,
+) -> usize {
+    let n = word.len();
+    let (mut i, mut out, mut merged) = (0, 0, 0);
+    while i < n {
+        if i + 1 < n && word[i] == a && word[i + 1] == b {
+            merged += 1;
+            if out > 0 {
+                let x = word[out - 1];
+                *delta.entry((x, a)).or_insert(0) -= f;
+                *delta.entry((x, new)).or_insert(0) += f;
+            }
+            if i + 2 < n {
+                let y = word[i + 2];
+                *delta.entry((b, y)).or_insert(0) -= f;
+                *delta.entry((new, y)).or_insert(0) += f;
+            }
+            word[out] = new;
+            i += 2;
+        } else {
+            word[out] = word[i];
+            i += 1;
+        }
+        out += 1;
+    }
+    if merged > 0 {
+        *delta.entry((a, b)).or_insert(0) -= merged * f;
+    }
+    out
+}
+
+/// Random words over 1 to 4 symbols (so that runs such as `a a a` and pairs
+/// `(a, a)` are common), 0 to 40 symbols long, and a random pair of them:
+/// the same word, length and deltas as the plain loop, `made` where the new
+/// token stands, and, for a token no word held, the same new pairs in the
+/// same order as a rescan.
+#[test]
+fn merges_as_the_plain_loop() {
+    let mut rng = crate::split::lexer::tests::rng(0x51_7cc1_b727_220a);
+    for case in 0..20_000 {
+        let k = 1 + rng() % 4;
+        let n = (rng() % 41) as usize;
+        let word: Vec<u16> = (0..n).map(|_| (rng() % k) as u16).collect();
+        let pair = ((rng() % k) as u16, (rng() % k) as u16);
+        // A fresh token (9), or one the word may hold already (a duplicate's id).
+        let new = if case % 4 == 0 { (rng() % k) as u16 } else { 9 };
+        let f = 1 + (rng() % 3) as i64;
+        let (mut plain, mut fast) = (word.clone(), word.clone());
+        let (mut d_plain, mut d_fast) = (FxHashMap::default(), FxHashMap::default());
+        let mut made = vec![7]; // cleared by the merge
+        let m_plain = merge_word_plain(&mut plain, pair, new, f, &mut d_plain);
+        let m = merge_word(&mut fast, pair, new, f, &mut d_fast, &mut made);
+        assert_eq!((m, &fast[..m]), (m_plain, &plain[..m_plain]), "{word:?} {pair:?}");
+        assert_eq!(d_fast, d_plain, "{word:?} {pair:?}");
+        assert_eq!(made.len(), n - m, "one symbol less per occurrence");
+        assert!(made.iter().all(|&q| fast[q as usize] == new) && made.windows(2).all(|w| w[0] < w[1]));
+        if new == 9 {
+            let rescan: Vec<_> = new_pairs(&fast[..m], new).collect();
+            assert_eq!(pairs_at(&fast[..m], &made).collect::<Vec<_>>(), rescan, "{word:?} {pair:?}");
+        }
+    }
+}
