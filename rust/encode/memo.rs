@@ -301,7 +301,7 @@ impl Memo {
 
     /// The chunks it holds.
     pub fn len(&self) -> usize {
-        self.short.len() + self.long.len() + self.table.as_ref().map_or(0, Table::learned)
+        self.held() + self.table.as_ref().map_or(0, Table::learned)
     }
 
     pub fn is_empty(&self) -> bool {

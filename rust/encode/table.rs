@@ -143,17 +143,7 @@ impl Table {
     pub fn seed(tokens: impl ExactSizeIterator<Item = (u128, Rank)>) -> Table {
         let seeded = tokens.len();
         let bits = ((seeded + MAX_LEARNED) * 10 / 7 + 1).next_power_of_two().trailing_zeros().max(4);
-        let mut t = Table {
-            entries: entries(1 << bits, None),
-            shift: 64 - bits,
-            spill: Vec::new(),
-            learned: 0,
-            room: 0,
-            seeded,
-            grown: 0,
-            learned_at_growth: 0,
-            learned_hits: 0,
-        };
+        let mut t = Table::empty(bits, seeded);
         for (key, id) in tokens {
             t.put(key, &[id], 0);
         }
@@ -165,13 +155,19 @@ impl Table {
     /// A table of 16 empty entries, for an encoder whose memos make none
     /// (SuperBPE's): used after all, it would work, growing from there.
     pub fn unused() -> Table {
+        Table::empty(4, 0)
+    }
+
+    /// `1 << bits` empty entries, for `seeded` tokens (put in by the caller),
+    /// with no room yet.
+    fn empty(bits: u32, seeded: usize) -> Table {
         Table {
-            entries: entries(16, None),
-            shift: 60,
+            entries: entries(1 << bits, None),
+            shift: 64 - bits,
             spill: Vec::new(),
             learned: 0,
             room: 0,
-            seeded: 0,
+            seeded,
             grown: 0,
             learned_at_growth: 0,
             learned_hits: 0,
@@ -258,12 +254,8 @@ impl Table {
         let bigger = entries(2 * self.entries.len(), None);
         let old = std::mem::replace(&mut self.entries, bigger);
         self.shift -= 1;
-        let mask = self.entries.len() - 1;
         for e in old.iter().filter(|e| e.key != 0) {
-            let mut i = home(e.key & KEY_MASK, self.shift);
-            while self.entries[i].key != 0 {
-                i = (i + 1) & mask;
-            }
+            let i = self.empty_slot(e.key & KEY_MASK);
             self.entries[i] = *e;
         }
         self.grown += 1;
@@ -282,13 +274,19 @@ impl Table {
             self.spill.extend_from_slice(ids);
             (SPILLED, [at, ids.len() as Rank, 0, 0])
         };
+        let i = self.empty_slot(key);
+        self.entries[i] = Entry { key: key | (tag | learned) << TAG_SHIFT, ids: inline };
+        self.learned += 1;
+    }
+
+    /// The first empty entry from `key`'s home on (a key not held).
+    fn empty_slot(&self, key: u128) -> usize {
         let mask = self.entries.len() - 1;
         let mut i = home(key, self.shift);
         while self.entries[i].key != 0 {
             i = (i + 1) & mask;
         }
-        self.entries[i] = Entry { key: key | (tag | learned) << TAG_SHIFT, ids: inline };
-        self.learned += 1;
+        i
     }
 }
 
