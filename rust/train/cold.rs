@@ -236,6 +236,9 @@ pub(super) fn thaw<S: Symbol>(
     }
 }
 
+/// The most passes one slide of the word lists makes (see `Lists::compact`).
+const MAX_PASSES: usize = 16;
+
 /// (Here, not in `occurrences.rs`: a slide moves the cold pairs' lists too.)
 impl Lists {
     /// When a quarter of the array is dead, slides the live lists down over
@@ -271,10 +274,14 @@ impl Lists {
             // only extra memory, and in one pass it could set the peak of the
             // whole training (see `Tuning::slide_pass`). A list moved in one pass starts below the
             // next range, so no later pass sees it again, and every list
-            // still moves down over dead space only.
+            // still moves down over dead space only. At most `MAX_PASSES`:
+            // each pass reads every hot and cold pair, and with passes of
+            // 2 MiB over the arena of SuperBPE's second stage on 1 GB (hundreds
+            // of MB, millions of cold pairs) those reads were a third of the
+            // training.
             let mut hot: Vec<&mut PairInfo> = hot.values_mut().filter(|i| i.in_arena()).collect();
             let starts = cold.starts();
-            let passes = len.div_ceil(slide_pass.max(1));
+            let passes = len.div_ceil(slide_pass.max(1)).min(MAX_PASSES);
             let mut to = 0;
             for pass in 0..passes {
                 let range = (pass * len / passes) as u32..((pass + 1) * len / passes) as u32;
