@@ -138,6 +138,13 @@ pub(super) fn merge_runs(
         if k == ids.len() || !joins.may_join(ids[k - 1], ids[k]) {
             if k - start == 1 {
                 out.push(ids[start]);
+            } else if k - start == 2 {
+                // (Runs of two, about half of the runs in English: one
+                // probe, without the scan's buffers.)
+                match merges.get(ids[start], ids[start + 1]) {
+                    Some((_, new)) => out.push(new),
+                    None => out.extend_from_slice(&ids[start..k]),
+                }
             } else {
                 merge_parts(merges, &ids[start..k], scratch, out);
             }
