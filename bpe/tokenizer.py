@@ -89,7 +89,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         if self.picky is not None:
             if merges or ranks is not None or superbpe is not None:
                 raise ValueError("a Picky vocabulary is its events: give picky= alone, not merges, ranks or superbpe")
-            self.vocab, self._merges = replay_events(self.picky.events).vocab, None
+            self.vocab, self._merges = self._replayed().vocab, None
         elif ranks is not None:
             if not isinstance(ranks, Mapping):
                 raise TypeError(f"ranks must be a dict {{token bytes: rank}} (or None), not {type(ranks).__name__}")
@@ -135,7 +135,12 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         self.special_tokens: dict[str, int] = check_assigned(special_tokens, self.vocab)
         check_id_range(self.vocab, self.special_tokens)
         if make_core is None and self.picky is not None:
-            engine = replay_events(self.picky.events).engine
+            replayed = self._replayed()
+            engine = replayed.engine
+            # Kept: what `removed_tokens` reads; not the engine's lists nor the
+            # vocabulary (tens of MB at 200k), dropped before the core is made.
+            self.__dict__["_replayed_cache"] = (self.picky, replayed._replace(vocab=None, engine=None))
+            del replayed
             self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, picky=engine)
         elif make_core is None and self.superbpe is not None:
             merges = [(left, right, new) for (left, right), new in self._merges.items()]
@@ -166,7 +171,16 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         """A Picky BPE vocabulary's removed tokens (removed during training
         and not made again; :attr:`picky`), in the order they were first
         made; ``[]`` for any other vocabulary."""
-        return [] if self.picky is None else replay_events(self.picky.events).removed
+        return [] if self.picky is None else list(self._replayed(whole=False).removed)
+
+    def _replayed(self, whole: bool = True):
+        """The Picky events replayed (``replay_events``), once per vocabulary:
+        it takes seconds at 200k, and making a tokenizer needs it twice.
+        ``whole=False``: the removed tokens are all the caller reads."""
+        cached = self.__dict__.get("_replayed_cache")
+        if cached is None or cached[0] is not self.picky or (whole and cached[1].engine is None):
+            cached = self.__dict__["_replayed_cache"] = (self.picky, replay_events(self.picky.events))
+        return cached[1]
 
     def _ranks(self) -> dict[bytes, int]:
         return {b: i for i, b in self.vocab.items()}

@@ -39,13 +39,32 @@ pub enum Event {
     Remove(Rank, Vec<Rank>),
 }
 
+/// The buffers of a replay: each part's id, byte offset, next and previous
+/// part, and whether it is alive; the heap of candidate events.
+#[derive(Default)]
+struct Scratch {
+    tok: Vec<Rank>,
+    start: Vec<u32>,
+    next: Vec<usize>,
+    prev: Vec<usize>,
+    alive: Vec<bool>,
+    heap: BinaryHeap<Reverse<(u32, u32, usize)>>,
+}
+
 /// The events, indexed for the replay.
 pub(super) struct Events {
-    /// Per pair: its merges, `(event index, new id)`, in order.
-    merges: FxHashMap<(Rank, Rank), Vec<(u32, Rank)>>,
+    /// Per pair: its first merge, `(event index, new id)`, inline (a pair
+    /// is merged again only if a removal undid it: rare), and its later
+    /// merges in order in `later`. One probe per pair, without the
+    /// indirection to a list that missed the cache on every pair.
+    merges: FxHashMap<(Rank, Rank), (u32, Rank)>,
+    later: FxHashMap<(Rank, Rank), Vec<(u32, Rank)>>,
     /// Per token: its removals, `(event index, parts start, parts end)` in
     /// `parts`, in order.
     removals: FxHashMap<Rank, Vec<(u32, u32, u32)>>,
+    /// Bit `id`: `id` has a removal. Most tokens of a chunk have none, and
+    /// this answers them without a probe of `removals`.
+    removable: Vec<u64>,
     parts: Vec<Rank>,
     /// Every token's length in bytes (the bytes: 1).
     len: FxHashMap<Rank, u32>,
@@ -57,7 +76,9 @@ impl Events {
     pub(super) fn new(events: &[Event]) -> Result<Events, String> {
         let mut ev = Events {
             merges: FxHashMap::default(),
+            later: FxHashMap::default(),
             removals: FxHashMap::default(),
+            removable: Vec::new(),
             parts: Vec::new(),
             len: (0..256).map(|b| (b, 1)).collect(),
             is_merge: Vec::with_capacity(events.len()),
@@ -74,7 +95,12 @@ impl Events {
                     if *ev.len.entry(*new).or_insert(n) != n {
                         return Err(format!("event {k}: merge ({l}, {r}) -> {new} does not spell token {new}"));
                     }
-                    ev.merges.entry((*l, *r)).or_default().push((k, *new));
+                    if let Some(&(first, _)) = ev.merges.get(&(*l, *r)) {
+                        debug_assert!(first < k);
+                        ev.later.entry((*l, *r)).or_default().push((k, *new));
+                    } else {
+                        ev.merges.insert((*l, *r), (k, *new));
+                    }
                     ev.is_merge.push(true);
                 }
                 Event::Remove(x, parts) => {
@@ -85,6 +111,11 @@ impl Events {
                     let start = ev.parts.len() as u32;
                     ev.parts.extend_from_slice(parts);
                     ev.removals.entry(*x).or_default().push((k, start, ev.parts.len() as u32));
+                    let word = *x as usize / 64;
+                    if ev.removable.len() <= word {
+                        ev.removable.resize(word + 1, 0);
+                    }
+                    ev.removable[word] |= 1 << (*x % 64);
                     ev.is_merge.push(false);
                 }
             }
@@ -95,13 +126,21 @@ impl Events {
     /// The first merge of `pair` at index `after` or later.
     #[inline]
     fn merge_from(&self, pair: (Rank, Rank), after: u32) -> Option<(u32, Rank)> {
-        let list = self.merges.get(&pair)?;
+        let &(first, new) = self.merges.get(&pair)?;
+        if first >= after {
+            return Some((first, new));
+        }
+        let list = self.later.get(&pair)?;
         list.get(list.partition_point(|&(k, _)| k < after)).copied()
     }
 
     /// The first removal of `token` at index `after` or later.
     #[inline]
     fn removal_from(&self, token: Rank, after: u32) -> Option<(u32, u32, u32)> {
+        let word = self.removable.get(token as usize / 64).copied().unwrap_or(0);
+        if word & (1 << (token % 64)) == 0 {
+            return None;
+        }
         let list = self.removals.get(&token)?;
         list.get(list.partition_point(|&(k, _, _)| k < after)).copied()
     }
@@ -109,14 +148,32 @@ impl Events {
     /// Replays the events on `ids` (a chunk's bytes' ids) and appends the
     /// result to `out`.
     pub(super) fn replay(&self, ids: &[Rank], out: &mut Vec<Rank>) -> Result<(), String> {
+        // The buffers of the last replay on this thread, kept: most chunks
+        // are words, and six allocations each cost more than their replay.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+        }
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut scratch) => self.replay_with(ids, &mut scratch, out),
+            Err(_) => self.replay_with(ids, &mut Scratch::default(), out),
+        })
+    }
+
+    fn replay_with(&self, ids: &[Rank], scratch: &mut Scratch, out: &mut Vec<Rank>) -> Result<(), String> {
         const END: usize = usize::MAX;
         let n = ids.len();
-        let mut tok: Vec<Rank> = ids.to_vec();
-        let mut start: Vec<u32> = (0..n as u32).collect();
-        let mut next: Vec<usize> = (1..=n).map(|k| if k == n { END } else { k }).collect();
-        let mut prev: Vec<usize> = (0..n).map(|k| k.wrapping_sub(1)).collect();
-        let mut alive = vec![true; n];
-        let mut heap: BinaryHeap<Reverse<(u32, u32, usize)>> = BinaryHeap::new();
+        let Scratch { tok, start, next, prev, alive, heap } = scratch;
+        tok.clear();
+        tok.extend_from_slice(ids);
+        start.clear();
+        start.extend(0..n as u32);
+        next.clear();
+        next.extend((1..=n).map(|k| if k == n { END } else { k }));
+        prev.clear();
+        prev.extend((0..n).map(|k| k.wrapping_sub(1)));
+        alive.clear();
+        alive.resize(n, true);
+        heap.clear();
         let mut after = 0u32;
         // The candidates of part `k`: its pair with the next part, and its removal.
         let candidates = |heap: &mut BinaryHeap<_>, tok: &[Rank], next: &[usize], start: &[u32], k: usize, after| {
@@ -130,7 +187,7 @@ impl Events {
             }
         };
         for k in 0..n {
-            candidates(&mut heap, &tok, &next, &start, k, after);
+            candidates(heap, tok, next, start, k, after);
         }
         while let Some(Reverse((e, _, k))) = heap.pop() {
             if !alive[k] {
@@ -152,7 +209,7 @@ impl Events {
                 if next[k] != END {
                     prev[next[k]] = k;
                 }
-                candidates(&mut heap, &tok, &next, &start, k, after);
+                candidates(heap, tok, next, start, k, after);
             } else {
                 let Some((e2, from, to)) = self.removal_from(tok[k], after) else { continue };
                 if e2 != e {
@@ -180,13 +237,13 @@ impl Events {
                 }
                 let mut m = k;
                 while m != follow {
-                    candidates(&mut heap, &tok, &next, &start, m, after);
+                    candidates(heap, tok, next, start, m, after);
                     m = next[m];
                 }
             }
             // The pair that ends at `k` is new too.
             if prev[k] != usize::MAX {
-                candidates(&mut heap, &tok, &next, &start, prev[k], after);
+                candidates(heap, tok, next, start, prev[k], after);
             }
         }
         let mut k = if n == 0 { END } else { 0 };
