@@ -153,22 +153,10 @@ pub fn chunk_end(text: &str, i: usize) -> usize {
     let b = text.as_bytes();
     let mut k = i + at(text, i).expect("i < len").1;
     while k < b.len() {
-        // Sixteen bytes at a time while they start nothing (`skippable16`),
-        // eight near the end and off x86_64 (`skippable`).
-        #[cfg(target_arch = "x86_64")]
-        if k + 17 <= b.len() {
-            let skip = skippable16(b, k);
-            if skip != 0 {
-                k += skip;
-                continue;
-            }
-        }
-        if let Some(word) = b.get(k..k + 8) {
-            let skip = skippable(u64::from_le_bytes(word.try_into().expect("8 bytes")));
-            if skip != 0 {
-                k += skip;
-                continue;
-            }
+        let skip = skip_from(b, k);
+        if skip != 0 {
+            k += skip;
+            continue;
         }
         let x = b[k];
         if x < 0x80 {
@@ -198,6 +186,18 @@ pub fn chunk_end(text: &str, i: usize) -> usize {
         k += at(text, k).expect("k < len").1;
     }
     k
+}
+
+/// How many bytes from `k` on start nothing, tested at once: sixteen
+/// (`skippable16`), or eight near the end and off x86_64 (`skippable`); 0
+/// where the byte at `k` must be looked at alone.
+#[inline(always)]
+fn skip_from(b: &[u8], k: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if k + 17 <= b.len() {
+        return skippable16(b, k);
+    }
+    b.get(k..k + 8).map_or(0, |word| skippable(u64::from_le_bytes(word.try_into().expect("8 bytes"))))
 }
 
 /// How many of the eight bytes of `word` (little-endian: the first byte
