@@ -86,10 +86,15 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
                 f"special_tokens must be a dict {{text: id}} (or None), not {type(special_tokens).__name__}"
             )
         self.picky = None if picky is None else check_picky(picky)
+        engine = None
         if self.picky is not None:
             if merges or ranks is not None or superbpe is not None:
                 raise ValueError("a Picky vocabulary is its events: give picky= alone, not merges, ranks or superbpe")
-            self.vocab, self._merges = self._replayed().vocab, None
+            # Replayed once (seconds at 200k): the vocabulary, the removed
+            # tokens and the encoder's events all come from it.
+            replayed = replay_events(self.picky.events)
+            self.vocab, self._merges, self._removed, engine = replayed.vocab, None, replayed.removed, replayed.engine
+            del replayed
         elif ranks is not None:
             if not isinstance(ranks, Mapping):
                 raise TypeError(f"ranks must be a dict {{token bytes: rank}} (or None), not {type(ranks).__name__}")
@@ -101,7 +106,7 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
             self.vocab, self._merges = replay(merges)
         self._from_merges = ranks is None and self.picky is None
         self.superbpe = self._check_superbpe(superbpe)
-        self._set_special_tokens_and_core(special_tokens)
+        self._set_special_tokens_and_core(special_tokens, picky_engine=engine)
 
     def _check_superbpe(self, superbpe) -> SuperBPE | None:
         """``superbpe=`` of the constructor, checked against the vocabulary."""
@@ -128,20 +133,19 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         self = cls.__new__(cls)
         self.pattern, self.vocab, self._merges, self._from_merges = pattern, vocab, merges, picky is None
         self.superbpe, self.picky = superbpe, picky
+        self._removed = None  # replayed from the events if asked for
         self._set_special_tokens_and_core(special_tokens, make_core)
         return self
 
-    def _set_special_tokens_and_core(self, special_tokens, make_core=None) -> None:
+    def _set_special_tokens_and_core(self, special_tokens, make_core=None, picky_engine=None) -> None:
+        """``picky_engine``: a Picky vocabulary's events for the encoder, as
+        ``replay_events`` made them (the constructor's replay)."""
         self.special_tokens: dict[str, int] = check_assigned(special_tokens, self.vocab)
         check_id_range(self.vocab, self.special_tokens)
         if make_core is None and self.picky is not None:
-            replayed = self._replayed()
-            engine = replayed.engine
-            # Kept: what `removed_tokens` reads; not the engine's lists nor the
-            # vocabulary (tens of MB at 200k), dropped before the core is made.
-            self.__dict__["_replayed_cache"] = (self.picky, replayed._replace(vocab=None, engine=None))
-            del replayed
-            self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, picky=engine)
+            if picky_engine is None:
+                picky_engine = replay_events(self.picky.events).engine
+            self._core = _core.CoreBPE(self._ranks(), self.special_tokens, self.pattern, picky=picky_engine)
         elif make_core is None and self.superbpe is not None:
             merges = [(left, right, new) for (left, right), new in self._merges.items()]
             stages = (self.superbpe.pattern, self.superbpe.transition, merges)
@@ -171,16 +175,11 @@ class Tokenizer(Training, Encoders, Decoders, TiktokenSurface, BulkEncoding, Bud
         """A Picky BPE vocabulary's removed tokens (removed during training
         and not made again; :attr:`picky`), in the order they were first
         made; ``[]`` for any other vocabulary."""
-        return [] if self.picky is None else list(self._replayed(whole=False).removed)
-
-    def _replayed(self, whole: bool = True):
-        """The Picky events replayed (``replay_events``), once per vocabulary:
-        it takes seconds at 200k, and making a tokenizer needs it twice.
-        ``whole=False``: the removed tokens are all the caller reads."""
-        cached = self.__dict__.get("_replayed_cache")
-        if cached is None or cached[0] is not self.picky or (whole and cached[1].engine is None):
-            cached = self.__dict__["_replayed_cache"] = (self.picky, replay_events(self.picky.events))
-        return cached[1]
+        if self.picky is None:
+            return []
+        if self._removed is None:
+            self._removed = replay_events(self.picky.events).removed
+        return list(self._removed)
 
     def _ranks(self) -> dict[bytes, int]:
         return {b: i for i, b in self.vocab.items()}

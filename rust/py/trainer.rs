@@ -286,19 +286,23 @@ impl Trainer {
                 // safe cuts, word by word with a cache, the same ids
                 // (`encode/superword.rs`).
                 let cuts = superword_words.map(|_| SafeCuts::new(base_tokens.iter().map(Vec::as_slice)));
-                let mut memo = enc.memo();
-                let mut encode = |bytes: &[u8], out: &mut Vec<Rank>| {
-                    // Every byte is a token of a byte-level base, so this cannot fail.
-                    match &cuts {
-                        Some(cuts) => enc.encode_chunk_between(bytes, cuts, &mut memo, out),
-                        None => enc.encode_chunk(bytes, out),
+                let cuts = cuts.as_ref();
+                // One encoder per thread, each with a cache of its own.
+                let encoder = || {
+                    let mut memo = enc.memo();
+                    move |bytes: &[u8], out: &mut Vec<Rank>| {
+                        // Every byte is a token of a byte-level base, so this cannot fail.
+                        match cuts {
+                            Some(cuts) => enc.encode_chunk_between(bytes, cuts, &mut memo, out),
+                            None => enc.encode_chunk(bytes, out),
+                        }
+                        .expect("a byte-level base encodes every chunk")
                     }
-                    .expect("a byte-level base encodes every chunk")
                 };
                 let mut n = 0u64;
                 let allow =
                     superword_words.map(|w| Box::new(move |t: &[u8]| train::superword_allowed(t, w)) as train::Allow);
-                let learnt = train::extend_merges(counts, &base_tokens, &mut encode, target, allow, |_, size| {
+                let learnt = train::extend_merges(counts, &base_tokens, encoder, target, allow, |_, size| {
                     pb.set_position((size - start) as u64);
                     n += 1;
                     if n % 256 == 0 {

@@ -275,6 +275,7 @@ pub fn for_each_chunk<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::split::lexer::tests::rng;
 
     fn regex_chunks(text: &str) -> Vec<&str> {
         let re = fancy_regex::Regex::new(STAGE2_PATTERN).unwrap();
@@ -290,18 +291,12 @@ mod tests {
     #[test]
     fn equals_the_regex_on_random_text() {
         let alphabet: Vec<char> = "ab Z1٣½  \t\n\r.,:;!?/-'\"()字é\u{a0}\u{2003}\u{300}😀x".chars().collect();
-        let mut state = 0x9e3779b97f4a7c15u64;
+        let mut next = rng(0x9e3779b97f4a7c15);
         for _ in 0..20_000 {
             let mut text = String::new();
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let len = (state % 24) as usize;
+            let len = (next() % 24) as usize;
             for _ in 0..len {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                text.push(alphabet[(state % alphabet.len() as u64) as usize]);
+                text.push(alphabet[(next() % alphabet.len() as u64) as usize]);
             }
             assert_eq!(ours(&text), regex_chunks(&text), "{text:?}");
         }
@@ -321,15 +316,12 @@ mod tests {
     #[test]
     fn skippable_counts_the_bytes_that_start_nothing() {
         let letterish = |x: u8| x.is_ascii_alphabetic() || matches!(x, 0x09..=0x0d);
-        let mut state = 0x853c49e6748fea9bu64;
+        let mut next = rng(0x853c49e6748fea9b);
         let pool = b"aZz{`@[ \t\n\r\x0b\x0c\x0e\x08.1\x80\xc3\xa9\xff\x1fAq ";
         for _ in 0..200_000 {
             let mut w = [0u8; 8];
             for x in w.iter_mut() {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                *x = pool[(state % pool.len() as u64) as usize];
+                *x = pool[(next() % pool.len() as u64) as usize];
             }
             let expected = (0..8)
                 .take_while(|&j| letterish(w[j]) || (w[j] == b' ' && j < 7 && w[j + 1].is_ascii_alphabetic()))
@@ -350,15 +342,13 @@ mod tests {
             PUNCT => class(next) == LETTER || class(next) == SPACE,
             _ => false,
         };
-        let mut state = 0x853c49e6748fea9bu64;
+        let mut next = rng(0x853c49e6748fea9b);
         let pool = b"aZz{`@[ \t\n\r\x0b\x0c\x0e\x08.,1909/\x7f\x80\xc3\xa9\xff\x1fAq  ";
         for round in 0..200_000 {
             // Mostly skippable bytes, so that long runs are tested too.
             let mut w = [0u8; 17];
             for x in w.iter_mut() {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
+                let state = next();
                 *x = if round % 2 == 0 && state % 8 != 0 {
                     b"ab .\n"[(state >> 8) as usize % 5]
                 } else {

@@ -213,6 +213,12 @@ pub(super) fn recount<S: Symbol>(
 /// (Not all into the map: when the floor drops, most of the pairs thawed are
 /// below it after all, and putting them in made the map double just to leave
 /// it again.)
+///
+/// The recounts go on all cores (they only read the words and lists), and
+/// the pairs are then placed one by one in their order, as before: the same
+/// map, cold store and lists on any number of threads. (SuperBPE's second
+/// stage thaws millions of pairs with long word lists: on 1 GB the recounts
+/// took 7% of its time on one core.)
 pub(super) fn thaw<S: Symbol>(
     taken: Vec<Vec<ColdPair<S>>>,
     hot_from: i64,
@@ -221,10 +227,21 @@ pub(super) fn thaw<S: Symbol>(
     lists: &mut Lists,
     words: &Words<S>,
 ) {
-    let mut scratch = Vec::new();
-    for e in taken.into_iter().flatten() {
+    use rayon::prelude::*;
+    let shared = &*lists;
+    let count = |buf: &mut Vec<u32>, block: &Vec<ColdPair<S>>| -> Vec<i64> {
+        block.iter().map(|e| recount(words, shared, e.pair, &e.info(), buf)).collect()
+    };
+    // A few blocks are counted here: a thaw of ordinary training is often
+    // that small, and the pool's round trip would cost more than it saves.
+    let counts: Vec<Vec<i64>> = if taken.len() <= 4 {
+        let mut buf = Vec::new();
+        taken.iter().map(|block| count(&mut buf, block)).collect()
+    } else {
+        crate::threads::install(|| taken.par_iter().map_init(Vec::new, count).collect())
+    };
+    for (e, c) in taken.into_iter().flatten().zip(counts.into_iter().flatten()) {
         let mut info = e.info();
-        let c = recount(words, lists, e.pair, &info, &mut scratch);
         if c <= 0 {
             lists.free(&info);
         } else if c >= hot_from {

@@ -98,7 +98,7 @@ fn training_does_not_depend_on_the_number_of_threads() {
         let base: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         let bytes = |b: &[u8], out: &mut Vec<u32>| out.extend(b.iter().map(|&b| u32::from(b)));
         let allow = Some(Box::new(|t: &[u8]| superword_allowed(t, 2)) as Allow);
-        let superwords = extend_merges(counts.clone(), &base, bytes, 70_000, allow, |_, _| Ok(())).unwrap();
+        let superwords = extend_merges(counts.clone(), &base, || bytes, 70_000, allow, |_, _| Ok(())).unwrap();
         (ordinary, superwords)
     };
     let one = crate::threads::pool(1).unwrap().install(train);

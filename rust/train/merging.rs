@@ -194,11 +194,19 @@ pub(super) struct Tuning {
     /// About how many pair occurrences the first pairs' buckets hold at a
     /// time (see `initial_pairs`): a few tens of MB of (pair, word) entries.
     pub(super) first_block: usize,
+    /// About how many bytes of chunks each thread encodes per batch when
+    /// the words start from a base vocabulary (see [`Words::new_with`]).
+    pub(super) encode_batch: usize,
 }
 
 impl Tuning {
-    pub(super) const DEFAULT: Tuning =
-        Tuning { min_slide: 1 << 18, heap_pairs: 1 << 15, slide_pass: 2 << 20, first_block: 1 << 21 };
+    pub(super) const DEFAULT: Tuning = Tuning {
+        min_slide: 1 << 18,
+        heap_pairs: 1 << 15,
+        slide_pass: 2 << 20,
+        first_block: 1 << 21,
+        encode_batch: 1 << 20,
+    };
 }
 
 /// Everything the merge loop keeps between merges.
@@ -262,13 +270,16 @@ impl<S: Symbol> Merging<S> {
     /// [`Merging::new`] on top of a base vocabulary (`vocab`: every
     /// token's bytes by id, empty for an id with no token): the words start
     /// as `start` encodes them with it, and new tokens take the ids after it.
-    pub(super) fn with_base(
+    pub(super) fn with_base<E>(
         counts: ChunkCounts,
         tuning: Tuning,
         vocab: Vec<Arc<[u8]>>,
-        start: impl FnMut(&[u8], &mut Vec<S>),
-    ) -> Result<Self, String> {
-        let words = Words::<S>::new_with(counts, start)?;
+        start: impl Fn() -> E + Sync,
+    ) -> Result<Self, String>
+    where
+        E: FnMut(&[u8], &mut Vec<S>) + Send,
+    {
+        let words = Words::<S>::new_with(counts, start, tuning.encode_batch)?;
         Merging::of(words, vocab, tuning)
     }
 

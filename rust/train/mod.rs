@@ -115,37 +115,43 @@ pub fn learn_merges_in_batches(
 
 /// Learns merges on top of a base vocabulary (extending it): `base` holds
 /// every base token's bytes by id (empty for an id with no token), and
-/// `encode` appends the ids the base encodes a chunk to. Each chunk starts
-/// as its base encoding, and the loop merges pairs of ids (base or new)
-/// from there, exactly as [`learn_merges`] does from bytes; new tokens take
-/// the ids from `base.len()` until there are `target` ids in all. A merge
-/// whose bytes are a base token already reuses its id (see "Duplicates").
+/// `encoder` makes an encoder (one per thread) that appends the ids the base
+/// encodes a chunk to. Each chunk starts as its base encoding, and the loop
+/// merges pairs of ids (base or new) from there, exactly as [`learn_merges`]
+/// does from bytes; new tokens take the ids from `base.len()` until there are
+/// `target` ids in all. A merge whose bytes are a base token already reuses
+/// its id (see "Duplicates").
 ///
 /// `allow`, if given, is a rule on the bytes of each token a merge would
 /// make: a pair whose token it refuses is never merged, and the next best
 /// pair is taken instead (SuperBPE's stage 2: [`superword_allowed`]).
-pub fn extend_merges(
+pub fn extend_merges<E>(
     counts: ChunkCounts,
     base: &[Vec<u8>],
-    mut encode: impl FnMut(&[u8], &mut Vec<u32>),
+    encoder: impl Fn() -> E + Sync,
     target: usize,
     allow: Option<Allow>,
     on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
-) -> Result<Vec<Merge>, String> {
-    fn run<S: Symbol>(
+) -> Result<Vec<Merge>, String>
+where
+    E: FnMut(&[u8], &mut Vec<u32>) + Send,
+{
+    fn run<S: Symbol, E: FnMut(&[u8], &mut Vec<u32>) + Send>(
         counts: ChunkCounts,
         base: &[Vec<u8>],
-        encode: &mut impl FnMut(&[u8], &mut Vec<u32>),
+        encoder: &(impl Fn() -> E + Sync),
         target: usize,
         allow: Option<Allow>,
         on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     ) -> Result<Vec<Merge>, String> {
         let vocab = base.iter().map(|b| std::sync::Arc::from(&b[..])).collect();
-        let mut ids = Vec::new();
-        let start = |bytes: &[u8], out: &mut Vec<S>| {
-            ids.clear();
-            encode(bytes, &mut ids);
-            out.extend(ids.iter().map(|&i| S::from_id(i)));
+        let start = || {
+            let (mut encode, mut ids) = (encoder(), Vec::new());
+            move |bytes: &[u8], out: &mut Vec<S>| {
+                ids.clear();
+                encode(bytes, &mut ids);
+                out.extend(ids.iter().map(|&i| S::from_id(i)));
+            }
         };
         let mut state = Merging::<S>::with_base(counts, Tuning::DEFAULT, vocab, start)?;
         if let Some(allow) = allow {
@@ -154,9 +160,9 @@ pub fn extend_merges(
         run_loop(state, target, on_merge)
     }
     if target <= 1 << 16 {
-        run::<u16>(counts, base, &mut encode, target, allow, on_merge)
+        run::<u16, E>(counts, base, &encoder, target, allow, on_merge)
     } else {
-        run::<u32>(counts, base, &mut encode, target, allow, on_merge)
+        run::<u32, E>(counts, base, &encoder, target, allow, on_merge)
     }
 }
 
@@ -291,8 +297,13 @@ mod tests {
         let expected = learn::<u16>(counts.clone(), 5000, |_, _| Ok(()), all).unwrap();
         assert!(expected.len() > 2000, "{}", expected.len());
         for heap_pairs in [1, 7, 64, 1000] {
-            let tuning =
-                Tuning { heap_pairs, min_slide: 0, slide_pass: 1 << (heap_pairs % 17), first_block: 1 + heap_pairs };
+            let tuning = Tuning {
+                heap_pairs,
+                min_slide: 0,
+                slide_pass: 1 << (heap_pairs % 17),
+                first_block: 1 + heap_pairs,
+                ..Tuning::DEFAULT
+            };
             let got = learn::<u16>(counts.clone(), 5000, |_, _| Ok(()), tuning).unwrap();
             assert_eq!(got, expected, "heap of {heap_pairs} pairs");
         }

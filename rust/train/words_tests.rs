@@ -72,3 +72,55 @@ fn merges_as_the_plain_loop() {
         }
     }
 }
+
+/// `new_with` encodes on all threads in batches: the same words, in the same
+/// order, as encoding each chunk in turn, whatever the threads and batches.
+#[test]
+fn words_from_a_base_do_not_depend_on_threads_or_batches() {
+    // An encoder that makes one symbol of two equal bytes, so that some
+    // chunks of two bytes or more become one symbol (and are dropped).
+    let encode = |bytes: &[u8], out: &mut Vec<u16>| {
+        let mut i = 0;
+        while i < bytes.len() {
+            if i + 1 < bytes.len() && bytes[i] == bytes[i + 1] {
+                out.push(256 + u16::from(bytes[i]));
+                i += 2;
+            } else {
+                out.push(u16::from(bytes[i]));
+                i += 1;
+            }
+        }
+    };
+    let mut next = crate::split::lexer::tests::rng(0x2545_f491_4f6c_dd1d);
+    let mut counts: Vec<(Vec<u8>, u64)> = (0..3000)
+        .map(|_| {
+            let len = next() % 40;
+            let chunk: Vec<u8> = (0..len).map(|_| b"aab c"[(next() % 5) as usize]).collect();
+            (chunk, 1 + next() % 9)
+        })
+        .collect();
+    counts.push((b"xyz".to_vec(), 3 * u64::from(u32::MAX))); // three words
+    let counts: super::super::count::ChunkCounts = counts.into_iter().collect();
+    let mut expected: Vec<(Vec<u16>, u32)> = Vec::new();
+    counts.clone().drain(|bytes, mut freq| {
+        let mut symbols = Vec::new();
+        encode(bytes, &mut symbols);
+        while symbols.len() >= 2 && freq > 0 {
+            let part = freq.min(u64::from(u32::MAX));
+            expected.push((symbols.clone(), part as u32));
+            freq -= part;
+        }
+    });
+    assert!(expected.len() > 2000, "{}", expected.len());
+    for threads in [1, 2, 3] {
+        for batch in [1, 7, 500, 1 << 20] {
+            let words = crate::threads::pool(threads)
+                .unwrap()
+                .install(|| Words::<u16>::new_with(counts.clone(), || encode, batch).unwrap());
+            let got: Vec<(Vec<u16>, u32)> =
+                (0..words.count()).map(|i| (words.word(i).to_vec(), words.meta[i].freq)).collect();
+            assert!(got == expected, "{threads} threads, batches of {batch} bytes");
+            assert_eq!(words.live, words.symbols.len());
+        }
+    }
+}
