@@ -29,7 +29,8 @@ fn one_map<S: Symbol + Ord>(words: &Words<S>) -> BTreeMap<Pair<S>, (i64, Vec<u32
 }
 
 /// `initial_pairs` with buckets of `block` occurrences gives every pair its
-/// count and words, and each list in the arena exactly the room it fills.
+/// count and words, and each list in the arena exactly the room it fills
+/// (on the threads of the pool it runs in).
 fn check<S: Symbol + Ord>(counts: &ChunkCounts, block: usize) {
     let words = Words::<S>::new(counts.clone()).unwrap();
     let want = one_map(&words);
@@ -82,8 +83,13 @@ fn first_lists_equal_one_map_filled_word_by_word() {
     let real = count_documents(&Splitter::new(STAGE2_PATTERN).unwrap(), &[&shakespeare()]).unwrap();
     for counts in [random_counts(0x9e3779b97f4a7c15), real] {
         for block in [1, 7, 1000, 1 << 21] {
-            check::<u16>(&counts, block);
-            check::<u32>(&counts, block);
+            // (The parts are counted and filled on all threads.)
+            for threads in [1, 2, 3] {
+                crate::threads::pool(threads).unwrap().install(|| {
+                    check::<u16>(&counts, block);
+                    check::<u32>(&counts, block);
+                });
+            }
         }
     }
 }

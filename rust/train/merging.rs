@@ -138,7 +138,8 @@ pub(super) fn initial_pairs<S: Symbol>(
             (rest, base) = (after, base + size);
         }
         // Each part's records, its lists one after another in its stretch.
-        let mut maps: Vec<FxHashMap<Pair<S>, PairInfo>> = tallies
+        // (With each list's last word plus one: see `push_sized`.)
+        let mut maps: Vec<FxHashMap<Pair<S>, (PairInfo, u32)>> = tallies
             .into_par_iter()
             .zip(stretches.par_iter())
             .map(|(tally, &(base, _))| {
@@ -152,7 +153,7 @@ pub(super) fn initial_pairs<S: Symbol>(
                         info.slots = [next as u32, room(&t) as u32];
                         next += room(&t);
                     }
-                    m.insert(p, info);
+                    m.insert(p, (info, 0));
                 }
                 m
             })
@@ -162,7 +163,8 @@ pub(super) fn initial_pairs<S: Symbol>(
             maps.par_iter_mut().zip(stretches.par_iter_mut()).zip(buckets.par_iter()).for_each(
                 |((m, (base, stretch)), bucket)| {
                     for &(p, w) in bucket {
-                        push_sized(stretch, *base, m.get_mut(&p).expect("counted in pass 1"), w);
+                        let (info, next) = m.get_mut(&p).expect("counted in pass 1");
+                        push_sized(stretch, *base, info, next, w);
                     }
                 },
             )
@@ -170,7 +172,7 @@ pub(super) fn initial_pairs<S: Symbol>(
         drop(stretches);
         let mut pairs = FxHashMap::with_capacity_and_hasher(maps.iter().map(|m| m.len()).sum(), Default::default());
         for m in maps {
-            pairs.extend(m);
+            pairs.extend(m.into_iter().map(|(p, (info, _))| (p, info)));
         }
         Ok((pairs, lists))
     })

@@ -155,27 +155,28 @@ fn write_entry(out: &mut [u8], next: u32, word: u32, n: usize) {
 /// [`Lists::push`] for a list sized to hold all its words (the first lists:
 /// see `initial_pairs`), whose room lies in `stretch`, the part of the
 /// arena from byte `base` on: parts of the arena are filled on several
-/// cores at once.
+/// cores at once. `next` is the list's last word plus one (0 while empty),
+/// kept beside its record: the same as its trailer, which is written but
+/// never read here, so that filling a list waits on no load from the arena
+/// (a stretch is larger than the L2 cache, and there is a push per pair
+/// occurrence).
 #[inline]
-pub(super) fn push_sized(stretch: &mut [u8], base: usize, info: &mut PairInfo, word: u32) {
+pub(super) fn push_sized(stretch: &mut [u8], base: usize, info: &mut PairInfo, next: &mut u32, word: u32) {
+    if *next == word + 1 {
+        return;
+    }
     if !info.in_arena() {
         let len = info.len();
-        if len > 0 && info.slots[len - 1] == word {
-            return;
-        }
         info.slots[len] = word; // (sized: a list of more words is in the arena)
         info.len += 1;
-        return;
+    } else {
+        let (at, used) = (info.slots[0] as usize - base, info.len());
+        let n = entry_len(*next, word);
+        assert!(used + n <= info.slots[1] as usize, "a first list outgrew the room pass 1 gave it");
+        write_entry(&mut stretch[at + used - TRAILER..], *next, word, n);
+        info.len += n as u32;
     }
-    let (at, used) = (info.slots[0] as usize - base, info.len());
-    let next = u32::from_le_bytes(stretch[at + used - TRAILER..at + used].try_into().expect("4 bytes"));
-    if next == word + 1 {
-        return;
-    }
-    let n = entry_len(next, word);
-    assert!(used + n <= info.slots[1] as usize, "a first list outgrew the room pass 1 gave it");
-    write_entry(&mut stretch[at + used - TRAILER..], next, word, n);
-    info.len += n as u32;
+    *next = word + 1;
 }
 
 impl Lists {
