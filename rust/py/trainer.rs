@@ -302,7 +302,17 @@ impl Trainer {
                 let mut n = 0u64;
                 let allow =
                     superword_words.map(|w| Box::new(move |t: &[u8]| train::superword_allowed(t, w)) as train::Allow);
-                let learnt = train::extend_merges(counts, &base_tokens, encoder, target, allow, |_, size| {
+                // Ctrl-C before the first merge too: at most every 50 ms
+                // (each check takes the GIL, which another thread may hold).
+                let mut checked = std::time::Instant::now();
+                let between = || {
+                    if checked.elapsed() < std::time::Duration::from_millis(50) {
+                        return Ok(());
+                    }
+                    checked = std::time::Instant::now();
+                    check_interrupt()
+                };
+                let learnt = train::extend_merges(counts, &base_tokens, encoder, target, allow, between, |_, size| {
                     pb.set_position((size - start) as u64);
                     n += 1;
                     if n % 256 == 0 {

@@ -34,7 +34,7 @@ fn one_map<S: Symbol + Ord>(words: &Words<S>) -> BTreeMap<Pair<S>, (i64, Vec<u32
 fn check<S: Symbol + Ord>(counts: &ChunkCounts, block: usize) {
     let words = Words::<S>::new(counts.clone()).unwrap();
     let want = one_map(&words);
-    let (pairs, lists) = initial_pairs(&words, block).unwrap();
+    let (pairs, lists) = initial_pairs(&words, block, || Ok(())).unwrap();
     assert_eq!(pairs.len(), want.len());
     let mut room = 0;
     for (p, (count, list)) in &want {
@@ -104,7 +104,8 @@ fn training_does_not_depend_on_the_number_of_threads() {
         let base: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         let bytes = |b: &[u8], out: &mut Vec<u32>| out.extend(b.iter().map(|&b| u32::from(b)));
         let allow = Some(Box::new(|t: &[u8]| superword_allowed(t, 2)) as Allow);
-        let superwords = extend_merges(counts.clone(), &base, || bytes, 70_000, allow, |_, _| Ok(())).unwrap();
+        let superwords =
+            extend_merges(counts.clone(), &base, || bytes, 70_000, allow, || Ok(()), |_, _| Ok(())).unwrap();
         (ordinary, superwords)
     };
     let one = crate::threads::pool(1).unwrap().install(train);
@@ -112,4 +113,65 @@ fn training_does_not_depend_on_the_number_of_threads() {
     for n in [2, 3] {
         assert!(crate::threads::pool(n).unwrap().install(train) == one, "{n} threads");
     }
+}
+
+/// What runs before the first merge of a stage on a base vocabulary (the
+/// first encoding, `Words::new_with`, and the first pairs, `initial_pairs`)
+/// asks `between` on the calling thread between its batches, and stops at
+/// its first error, which it returns (Ctrl-C, from Python).
+#[test]
+fn the_start_of_a_stage_asks_between_on_the_calling_thread_and_stops_at_its_error() {
+    let counts = random_counts(0x2545_f491_4f6c_dd1d);
+    let bytes = |b: &[u8], out: &mut Vec<u16>| out.extend(b.iter().map(|&b| u16::from(b)));
+    let caller = std::thread::current().id();
+    // `between` failing at call `fail` (never if 0): the calls made and the result.
+    let words_with = |fail: usize| {
+        let mut calls = 0;
+        let made = Words::<u16>::new_with(
+            counts.clone(),
+            || bytes,
+            4096,
+            || {
+                assert_eq!(std::thread::current().id(), caller);
+                calls += 1;
+                if calls == fail {
+                    Err("stop".to_string())
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        (calls, made)
+    };
+    let (n, words) = words_with(0);
+    let words = words.unwrap();
+    assert!(n > 20, "{n} batches");
+    for fail in [1, n / 2, n] {
+        let (calls, made) = words_with(fail);
+        assert_eq!((calls, made.err()), (fail, Some("stop".to_string())));
+    }
+    let pairs_with = |fail: usize| {
+        let mut calls = 0;
+        let made = initial_pairs(&words, 1000, || {
+            assert_eq!(std::thread::current().id(), caller);
+            calls += 1;
+            if calls == fail {
+                Err("stop".to_string())
+            } else {
+                Ok(())
+            }
+        });
+        (calls, made.map(|(pairs, _)| pairs.len()))
+    };
+    let (n, pairs) = pairs_with(0);
+    assert!(n > 20 && pairs.unwrap() > 1000, "{n} blocks");
+    for fail in [1, n / 2, n] {
+        let (calls, made) = pairs_with(fail);
+        assert_eq!((calls, made.err()), (fail, Some("stop".to_string())));
+    }
+    // The whole stage: its error comes back from `extend_merges`.
+    let base: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let ids = |b: &[u8], out: &mut Vec<u32>| out.extend(b.iter().map(|&b| u32::from(b)));
+    let stopped = extend_merges(counts.clone(), &base, || ids, 1000, None, || Err("stop".into()), |_, _| Ok(()));
+    assert_eq!(stopped.err(), Some("stop".to_string()));
 }

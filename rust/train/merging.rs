@@ -60,8 +60,14 @@ const _: () = assert!(PARTS == 1 << 6);
 /// Visits every pair occurrence of `words`: sorts them, a run of words at a
 /// time, into one bucket per part (each bucket in word order), and hands
 /// the buckets to `each` whenever they hold `block` occurrences or more,
-/// and at the end.
-fn by_part<S: Symbol>(words: &Words<S>, block: usize, mut each: impl FnMut(&[Vec<(Pair<S>, u32)>])) {
+/// and at the end. `between` runs before each hand-over; an error from it
+/// (Ctrl-C) stops the visit and is returned.
+fn by_part<S: Symbol>(
+    words: &Words<S>,
+    block: usize,
+    between: &mut impl FnMut() -> Result<(), String>,
+    mut each: impl FnMut(&[Vec<(Pair<S>, u32)>]),
+) -> Result<(), String> {
     let mut buckets: Vec<Vec<(Pair<S>, u32)>> = (0..PARTS).map(|_| Vec::new()).collect();
     let mut held = 0;
     for i in 0..words.count() {
@@ -72,12 +78,15 @@ fn by_part<S: Symbol>(words: &Words<S>, block: usize, mut each: impl FnMut(&[Vec
         }
         held += word.len() - 1;
         if held >= block {
+            between()?;
             each(&buckets);
             buckets.iter_mut().for_each(Vec::clear);
             held = 0;
         }
     }
+    between()?;
     each(&buckets);
+    Ok(())
 }
 
 /// The initial pairs (byte pairs, or a base vocabulary's): their counts and
@@ -92,17 +101,20 @@ fn by_part<S: Symbol>(words: &Words<S>, block: usize, mut each: impl FnMut(&[Vec
 /// sentences over a base vocabulary, millions of distinct pairs, and those
 /// misses took longer than its merge loop: docs/dev/superbpe.md.) The parts
 /// go on all cores; every list holds its words in order, and nothing
-/// depends on the number of cores.
+/// depends on the number of cores. `between` runs on the calling thread
+/// between blocks (see `by_part`): an error from it (Ctrl-C) is returned.
 pub(super) fn initial_pairs<S: Symbol>(
     words: &Words<S>,
     block: usize,
+    mut between: impl FnMut() -> Result<(), String>,
 ) -> Result<(FxHashMap<Pair<S>, PairInfo>, Lists), String> {
-    // On this process's pool (`threads::install`), not rayon's global one.
-    crate::threads::install(|| {
-        // Pass 1: each pair's count, words and list bytes (exact: a part's
-        // occurrences come in word order).
-        let mut tallies: Vec<FxHashMap<Pair<S>, Tally>> = (0..PARTS).map(|_| FxHashMap::default()).collect();
-        by_part(words, block, |buckets| {
+    // On this process's pool, not rayon's global one.
+    use crate::threads::install;
+    // Pass 1: each pair's count, words and list bytes (exact: a part's
+    // occurrences come in word order).
+    let mut tallies: Vec<FxHashMap<Pair<S>, Tally>> = (0..PARTS).map(|_| FxHashMap::default()).collect();
+    by_part(words, block, &mut between, |buckets| {
+        install(|| {
             tallies.par_iter_mut().zip(buckets.par_iter()).for_each(|(m, bucket)| {
                 for &(p, w) in bucket {
                     let id1 = w + 1;
@@ -115,31 +127,33 @@ pub(super) fn initial_pairs<S: Symbol>(
                     }
                 }
             })
-        });
-        let room = |t: &Tally| if t.words as usize > INLINE { TRAILER + t.bytes as usize } else { 0 };
-        let sizes: Vec<usize> = tallies.par_iter().map(|m| m.values().map(room).sum()).collect();
-        let total: usize = sizes.iter().sum();
-        u32::try_from(total).map_err(|_| "too many distinct chunks to train on (over 4 GB of word lists)")?;
-        // Twice as much room again is reserved for the lists of the first
-        // merges: it costs address space, not memory, until they write it,
-        // and growing the array later copies it (old and new array at once:
-        // see docs/dev/performance.md, "Word lists"). If the system refuses
-        // that much address space, it is reserved as needed.
-        let mut lists = Lists { arena: Vec::new(), dead: 0 };
-        if lists.arena.try_reserve_exact(3 * total).is_err() {
-            lists.arena.reserve_exact(total);
-        }
-        lists.arena.resize(total, 0);
-        let mut stretches = Vec::with_capacity(PARTS);
-        let (mut rest, mut base) = (&mut lists.arena[..], 0);
-        for &size in &sizes {
-            let (mine, after) = std::mem::take(&mut rest).split_at_mut(size);
-            stretches.push((base, mine));
-            (rest, base) = (after, base + size);
-        }
-        // Each part's records, its lists one after another in its stretch.
-        // (With each list's last word plus one: see `push_sized`.)
-        let mut maps: Vec<FxHashMap<Pair<S>, (PairInfo, u32)>> = tallies
+        })
+    })?;
+    let room = |t: &Tally| if t.words as usize > INLINE { TRAILER + t.bytes as usize } else { 0 };
+    let sizes: Vec<usize> = install(|| tallies.par_iter().map(|m| m.values().map(room).sum()).collect());
+    let total: usize = sizes.iter().sum();
+    u32::try_from(total).map_err(|_| "too many distinct chunks to train on (over 4 GB of word lists)")?;
+    // Twice as much room again is reserved for the lists of the first
+    // merges: it costs address space, not memory, until they write it,
+    // and growing the array later copies it (old and new array at once:
+    // see docs/dev/performance.md, "Word lists"). If the system refuses
+    // that much address space, it is reserved as needed.
+    let mut lists = Lists { arena: Vec::new(), dead: 0 };
+    if lists.arena.try_reserve_exact(3 * total).is_err() {
+        lists.arena.reserve_exact(total);
+    }
+    lists.arena.resize(total, 0);
+    let mut stretches = Vec::with_capacity(PARTS);
+    let (mut rest, mut base) = (&mut lists.arena[..], 0);
+    for &size in &sizes {
+        let (mine, after) = std::mem::take(&mut rest).split_at_mut(size);
+        stretches.push((base, mine));
+        (rest, base) = (after, base + size);
+    }
+    // Each part's records, its lists one after another in its stretch.
+    // (With each list's last word plus one: see `push_sized`.)
+    let mut maps: Vec<FxHashMap<Pair<S>, (PairInfo, u32)>> = install(|| {
+        tallies
             .into_par_iter()
             .zip(stretches.par_iter())
             .map(|(tally, &(base, _))| {
@@ -157,9 +171,11 @@ pub(super) fn initial_pairs<S: Symbol>(
                 }
                 m
             })
-            .collect();
-        // Pass 2: the lists filled, in word order.
-        by_part(words, block, |buckets| {
+            .collect()
+    });
+    // Pass 2: the lists filled, in word order.
+    by_part(words, block, &mut between, |buckets| {
+        install(|| {
             maps.par_iter_mut().zip(stretches.par_iter_mut()).zip(buckets.par_iter()).for_each(
                 |((m, (base, stretch)), bucket)| {
                     for &(p, w) in bucket {
@@ -168,14 +184,14 @@ pub(super) fn initial_pairs<S: Symbol>(
                     }
                 },
             )
-        });
-        drop(stretches);
-        let mut pairs = FxHashMap::with_capacity_and_hasher(maps.iter().map(|m| m.len()).sum(), Default::default());
-        for m in maps {
-            pairs.extend(m.into_iter().map(|(p, (info, _))| (p, info)));
-        }
-        Ok((pairs, lists))
-    })
+        })
+    })?;
+    drop(stretches);
+    let mut pairs = FxHashMap::with_capacity_and_hasher(maps.iter().map(|m| m.len()).sum(), Default::default());
+    for m in maps {
+        pairs.extend(m.into_iter().map(|(p, (info, _))| (p, info)));
+    }
+    Ok((pairs, lists))
 }
 
 /// Sizes that tune the merge loop's memory and speed, never its result
@@ -266,7 +282,7 @@ impl<S: Symbol> Merging<S> {
     pub(super) fn new(counts: ChunkCounts, tuning: Tuning) -> Result<Self, String> {
         let words = Words::<S>::new(counts)?;
         let vocab: Vec<Arc<[u8]>> = (0..=255u8).map(|b| Arc::from(&[b][..])).collect();
-        Merging::of(words, vocab, tuning)
+        Merging::of(words, vocab, tuning, || Ok(()))
     }
 
     /// [`Merging::new`] on top of a base vocabulary (`vocab`: every
@@ -277,16 +293,22 @@ impl<S: Symbol> Merging<S> {
         tuning: Tuning,
         vocab: Vec<Arc<[u8]>>,
         start: impl Fn() -> E + Sync,
+        mut between: impl FnMut() -> Result<(), String>,
     ) -> Result<Self, String>
     where
         E: FnMut(&[u8], &mut Vec<S>) + Send,
     {
-        let words = Words::<S>::new_with(counts, start, tuning.encode_batch)?;
-        Merging::of(words, vocab, tuning)
+        let words = Words::<S>::new_with(counts, start, tuning.encode_batch, &mut between)?;
+        Merging::of(words, vocab, tuning, between)
     }
 
-    fn of(words: Words<S>, vocab: Vec<Arc<[u8]>>, tuning: Tuning) -> Result<Self, String> {
-        let (pairs, lists) = initial_pairs(&words, tuning.first_block)?;
+    fn of(
+        words: Words<S>,
+        vocab: Vec<Arc<[u8]>>,
+        tuning: Tuning,
+        between: impl FnMut() -> Result<(), String>,
+    ) -> Result<Self, String> {
+        let (pairs, lists) = initial_pairs(&words, tuning.first_block, between)?;
         let ids: FxHashMap<Arc<[u8]>, u32> =
             vocab.iter().enumerate().filter(|(_, b)| !b.is_empty()).map(|(i, b)| (b.clone(), i as u32)).collect();
         // (Reserved for twice the pairs it is built with: see the rebuild in `tidy`.)

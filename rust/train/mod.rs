@@ -125,23 +125,31 @@ pub fn learn_merges_in_batches(
 /// `allow`, if given, is a rule on the bytes of each token a merge would
 /// make: a pair whose token it refuses is never merged, and the next best
 /// pair is taken instead (SuperBPE's stage 2: [`superword_allowed`]).
+///
+/// `between` runs on the calling thread between batches of the work before
+/// the first merge (the first encoding, the first pairs: tens of seconds
+/// for SuperBPE on a large corpus), `on_merge` after each merge: an error
+/// from either (Ctrl-C) stops the training and is returned.
 pub fn extend_merges<E>(
     counts: ChunkCounts,
     base: &[Vec<u8>],
     encoder: impl Fn() -> E + Sync,
     target: usize,
     allow: Option<Allow>,
+    between: impl FnMut() -> Result<(), String>,
     on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String>
 where
     E: FnMut(&[u8], &mut Vec<u32>) + Send,
 {
+    #[allow(clippy::too_many_arguments)]
     fn run<S: Symbol, E: FnMut(&[u8], &mut Vec<u32>) + Send>(
         counts: ChunkCounts,
         base: &[Vec<u8>],
         encoder: &(impl Fn() -> E + Sync),
         target: usize,
         allow: Option<Allow>,
+        between: impl FnMut() -> Result<(), String>,
         on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     ) -> Result<Vec<Merge>, String> {
         let vocab = base.iter().map(|b| std::sync::Arc::from(&b[..])).collect();
@@ -153,16 +161,16 @@ where
                 out.extend(ids.iter().map(|&i| S::from_id(i)));
             }
         };
-        let mut state = Merging::<S>::with_base(counts, Tuning::DEFAULT, vocab, start)?;
+        let mut state = Merging::<S>::with_base(counts, Tuning::DEFAULT, vocab, start, between)?;
         if let Some(allow) = allow {
             state.set_allow(allow);
         }
         run_loop(state, target, on_merge)
     }
     if target <= 1 << 16 {
-        run::<u16, E>(counts, base, &encoder, target, allow, on_merge)
+        run::<u16, E>(counts, base, &encoder, target, allow, between, on_merge)
     } else {
-        run::<u32, E>(counts, base, &encoder, target, allow, on_merge)
+        run::<u32, E>(counts, base, &encoder, target, allow, between, on_merge)
     }
 }
 

@@ -28,7 +28,7 @@ fn two_stages(text: &str, transition: usize, target: usize) -> (Encoder, Vec<(Ra
     let counts = count_documents(&p2, &[text]).unwrap();
     let allow = Some(Box::new(|t: &[u8]| superword_allowed(t, 4)) as super::Allow);
     let encode = |b: &[u8], out: &mut Vec<u32>| stage1.encode_chunk(b, out).unwrap();
-    let second = extend_merges(counts, &tokens, || encode, target, allow, |_, _| Ok(())).unwrap();
+    let second = extend_merges(counts, &tokens, || encode, target, allow, || Ok(()), |_, _| Ok(())).unwrap();
     let mut merges: Vec<(Rank, Rank, Rank)> = first.iter().map(|m| (m.left, m.right, m.new)).collect();
     for m in &second {
         if m.new as usize == tokens.len() {

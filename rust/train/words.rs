@@ -210,29 +210,37 @@ impl<S: Symbol> Words<S> {
     /// stretch of the batch with its own encoder (and its cache), and the
     /// words are appended in the order of `counts`, so that nothing depends
     /// on the number of threads.
+    ///
+    /// `between` runs on the calling thread before each batch (the batches
+    /// go to the pool one by one): an error from it (Ctrl-C) stops the
+    /// encoding, and is returned.
     pub(super) fn new_with<E>(
         counts: ChunkCounts,
         make: impl Fn() -> E + Sync,
         batch: usize,
+        mut between: impl FnMut() -> Result<(), String>,
     ) -> Result<Words<S>, String>
     where
         E: FnMut(&[u8], &mut Vec<S>) + Send,
     {
         let mut w = Words::sized(&counts)?;
-        crate::threads::install(|| {
-            let threads = rayon::current_num_threads().max(1);
-            let mut encoders: Vec<E> = (0..threads).map(|_| make()).collect();
-            let mut chunks = Batch::default();
-            counts.drain(|bytes, freq| {
-                if bytes.len() >= 2 {
-                    chunks.push(bytes, freq);
-                    if chunks.bytes.len() >= batch * threads {
+        let threads = crate::threads::current_num_threads().max(1);
+        let mut encoders: Vec<E> = (0..threads).map(|_| make()).collect();
+        let mut chunks = Batch::default();
+        let mut stopped = Ok(());
+        counts.drain(|bytes, freq| {
+            if bytes.len() >= 2 && stopped.is_ok() {
+                chunks.push(bytes, freq);
+                if chunks.bytes.len() >= batch * threads {
+                    stopped = between();
+                    if stopped.is_ok() {
                         w.encode_batch(&mut chunks, &mut encoders);
                     }
                 }
-            });
-            w.encode_batch(&mut chunks, &mut encoders);
+            }
         });
+        stopped?;
+        w.encode_batch(&mut chunks, &mut encoders);
         w.live = w.symbols.len();
         Ok(w)
     }
@@ -283,7 +291,8 @@ impl<S: Symbol> Words<S> {
     }
 
     /// Encodes the chunks of `chunks` (emptied), a stretch of about equal
-    /// bytes per encoder on its own thread, and adds their words in order.
+    /// bytes per encoder on its own thread of this process's pool
+    /// (`threads::install`), and adds their words in order.
     fn encode_batch<E>(&mut self, chunks: &mut Batch, encoders: &mut [E])
     where
         E: FnMut(&[u8], &mut Vec<S>) + Send,
@@ -302,19 +311,21 @@ impl<S: Symbol> Words<S> {
         }
         bounds.push(n);
         let batch = &*chunks;
-        let encoded: Vec<(Vec<S>, Vec<u32>)> = encoders
-            .par_iter_mut()
-            .enumerate()
-            .map(|(k, encode)| {
-                let (mut symbols, mut lens) = (Vec::new(), Vec::with_capacity(bounds[k + 1] - bounds[k]));
-                for i in bounds[k]..bounds[k + 1] {
-                    let before = symbols.len();
-                    encode(batch.chunk(i), &mut symbols);
-                    lens.push((symbols.len() - before) as u32);
-                }
-                (symbols, lens)
-            })
-            .collect();
+        let encoded: Vec<(Vec<S>, Vec<u32>)> = crate::threads::install(|| {
+            encoders
+                .par_iter_mut()
+                .enumerate()
+                .map(|(k, encode)| {
+                    let (mut symbols, mut lens) = (Vec::new(), Vec::with_capacity(bounds[k + 1] - bounds[k]));
+                    for i in bounds[k]..bounds[k + 1] {
+                        let before = symbols.len();
+                        encode(batch.chunk(i), &mut symbols);
+                        lens.push((symbols.len() - before) as u32);
+                    }
+                    (symbols, lens)
+                })
+                .collect()
+        });
         let mut i = 0;
         for (symbols, lens) in encoded {
             let mut from = 0;

@@ -116,7 +116,7 @@ fn words_from_a_base_do_not_depend_on_threads_or_batches() {
         for batch in [1, 7, 500, 1 << 20] {
             let words = crate::threads::pool(threads)
                 .unwrap()
-                .install(|| Words::<u16>::new_with(counts.clone(), || encode, batch).unwrap());
+                .install(|| Words::<u16>::new_with(counts.clone(), || encode, batch, || Ok(())).unwrap());
             let got: Vec<(Vec<u16>, u32)> =
                 (0..words.count()).map(|i| (words.word(i).to_vec(), words.meta[i].freq)).collect();
             assert!(got == expected, "{threads} threads, batches of {batch} bytes");

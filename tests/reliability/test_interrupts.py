@@ -164,6 +164,43 @@ def test_ctrl_c_returns_control_promptly(what, tmp_path):
     assert latency < 2.5, f"{what}: {latency:.1f} s from Ctrl-C to KeyboardInterrupt"
 
 
+SUPERBPE_START = """
+import sys
+from pathlib import Path
+import bpe, bpe._tokenizer.training as T
+real = T.feed_capped
+def fed(trainer, *args, **kw):
+    out = real(trainer, *args, **kw)
+    if trainer.pattern() == T.STAGE2_PATTERN:
+        print("stage 2", flush=True)  # its counts are made: its start (no merge yet) comes next
+    return out
+T.feed_capped = fed
+try:
+    bpe.Tokenizer.train(Path(sys.argv[1]), 3000, superbpe=2000, progress=False)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_at_the_start_of_superbpe_stage_2(tmp_path):
+    """SuperBPE's second stage works for a while before its first merge:
+    each sentence encoded with stage 1's vocabulary, then the pairs of all
+    of them (24 MB of distinct sentences: ~2 s here, tens of seconds on a
+    GB). Ctrl-C there returns control promptly too."""
+    corpus = tmp_path / "sentences.txt"
+    corpus.write_text(random_sentences(32 * MiB), encoding="utf-8")
+    child = python(SUPERBPE_START, corpus, preexec_fn=default_sigint)
+    assert child.stdout.readline() == b"stage 2\n"
+    time.sleep(0.1)
+    child.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out, err = child.communicate(timeout=120)
+    latency = time.monotonic() - sent
+    assert out == b"interrupted\n", (out, err)
+    assert latency < 1.0, f"{latency:.1f} s from Ctrl-C to KeyboardInterrupt"
+
+
 SIGINT_PROBE = """
 import signal
 h = signal.getsignal(signal.SIGINT)
@@ -191,6 +228,19 @@ def random_words(n_bytes: int, seed: int = 0) -> str:
     training takes a while (seconds) however fast it gets."""
     table = bytes((b"abcdefgh" * 32)[i] if i % 9 else 32 for i in range(256))
     return random.Random(seed).randbytes(n_bytes).translate(table).decode("ascii")
+
+
+def random_sentences(n_bytes: int, seed: int = 0) -> str:
+    """Sentences of 4 to 14 random words (from 20,000 of 2 to 9 letters):
+    nearly every sentence distinct, as SuperBPE's second stage meets them."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices("abcdefghijklmnop", k=rng.randint(2, 9))) for _ in range(20_000)]
+    out, n = [], 0
+    while n < n_bytes:
+        s = " ".join(rng.choices(words, k=rng.randint(4, 14))) + (".\n" if rng.random() < 0.2 else ". ")
+        out.append(s)
+        n += len(s)
+    return "".join(out)
 
 
 @pytest.mark.parametrize("command", ["train", "encode"])
