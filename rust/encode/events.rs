@@ -321,12 +321,7 @@ mod tests {
         // Random vocabularies over the bytes "abc": merges of present tokens,
         // removals of merged ones into their parts, and restorations.
         let mut seed = 0x9e3779b97f4a7c15u64;
-        let mut rand = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rand = |n: usize| (crate::split::lexer::tests::next_random(&mut seed) % n as u64) as usize;
         for _ in 0..300 {
             let mut bytes: FxHashMap<Rank, Vec<u8>> = (97..100).map(|b| (b, vec![b as u8])).collect();
             let mut made: FxHashMap<Rank, (Rank, Rank)> = FxHashMap::default();

@@ -273,13 +273,7 @@ mod tests {
     fn front_table_is_invisible() {
         let ranks = byte_ranks(&["th", "the", "he", "en", "an", "ant", " t", " th", " the", "em", "é", " é"]);
         let enc = Encoder::new(ranks, FxHashMap::default(), GPT4_PATTERN).unwrap();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::split::lexer::tests::rng(0x2545_f491_4f6c_dd1d);
         let letters = ["t", "h", "e", "n", "a", "m", "é", "1", "\n", ".", "\0"];
         let mut text = String::new();
         for _ in 0..60_000 {

@@ -53,15 +53,12 @@ const PIECES: &[&str] = &[
     " a",
 ];
 
-/// A small xorshift, for reproducible random text.
+/// The tests' xorshift (`lexer::tests::next_random`), for reproducible random text.
 struct Rng(u64);
 
 impl Rng {
     fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
+        (crate::split::lexer::tests::next_random(&mut self.0) % n as u64) as usize
     }
 
     fn text(&mut self, parts: usize) -> String {

@@ -103,13 +103,7 @@ fn a_long_run_of_short_texts_gets_front_tables() {
 fn a_growing_memo_is_invisible() {
     let ranks = byte_ranks(&["th", "the", "he", "en", "an", "ant", " t", " th", " the", "em"]);
     let enc = Encoder::new(ranks, FxHashMap::default(), GPT4_PATTERN).unwrap();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = crate::split::lexer::tests::rng(0x9e37_79b9_7f4a_7c15);
     // Word k: a space and 2 to 21 letters, most of them chunks that take
     // merging (some longer than 15 bytes), distinct for distinct k.
     let word = |k: u64| {
@@ -201,9 +195,7 @@ fn find_special_is_leftmost_longest() {
         let tokens: Vec<String> = set.iter().map(|t| t.to_string()).collect();
         let bytes: Vec<char> = tokens.concat().chars().collect();
         for _ in 0..3000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            crate::split::lexer::tests::next_random(&mut x);
             let text: String =
                 (0..x % 24).map(|k| bytes[((x >> (k % 60)) as usize + k as usize * 7) % bytes.len()]).collect();
             let naive = tokens

@@ -291,13 +291,7 @@ mod tests {
     /// view whose every record reads without a panic.
     #[test]
     fn arbitrary_buffers_never_panic() {
-        let mut state = 0x9e3779b97f4a7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::split::lexer::tests::rng(0x9e3779b97f4a7c15);
         for _ in 0..20_000 {
             let bytes: Vec<u8> = (0..next() % 40).map(|_| (next() % 12) as u8).collect();
             let data: Vec<u8> = (0..next() % 16).map(|_| next() as u8).collect();

@@ -323,9 +323,7 @@ mod tests {
     fn next_special_finds_the_first() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            crate::split::lexer::tests::next_random(&mut x);
             let n = (x % 80) as usize;
             // Specials one byte in 23, or (half the time) one in 230: past the
             // first block of 16 bytes too.

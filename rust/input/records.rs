@@ -464,13 +464,7 @@ mod tests {
     /// leaves the batch as it was. It takes most good records.
     #[test]
     fn the_fast_path_agrees_with_serde_json() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut r = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut r = crate::split::lexer::tests::rng(0x9e37_79b9_7f4a_7c15);
         let fields: [Vec<String>; 2] = [vec!["text".into()], vec!["meta".into(), "text".into()]];
         let (mut good, mut fast) = (0, 0);
         for i in 0..200_000 {

@@ -233,13 +233,8 @@ mod tests {
         // Random texts of white space (3 bytes in 4), and bytes that end a
         // run: a letter, a control that is no \s, a longer character.
         let bytes = [b' ', b'\t', b'\n', b'\r', 0x0B, 0x0C, b'x', 0x1C, 0xC2, 0xA0];
-        let mut seed = 0x9e3779b97f4a7c15u64;
-        let mut rand = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed as usize
-        };
+        let mut next = crate::split::lexer::tests::rng(0x9e3779b97f4a7c15);
+        let mut rand = move || next() as usize;
         for _ in 0..100_000 {
             let n = rand() % 24;
             let text: Vec<u8> =

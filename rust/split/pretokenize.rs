@@ -425,13 +425,7 @@ mod tests {
             "a", "Z", "é", "ǅ", "ʰ", "日", "\u{301}", "\u{903}", "ſ", "1", "٣", "½", " ", "  ", "\t", "\n", "\r",
             "\u{a0}", "\u{3000}", "'", "'s", "'LL", "'ve", "!", "/", ".", "🙂", "$", "\u{295}", "-", "’",
         ];
-        let mut seed = 0x2545f4914f6cdd1du64;
-        let mut rand = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rand = crate::split::lexer::tests::rng(0x2545f4914f6cdd1d);
         let splitters: Vec<Splitter> =
             [GPT2_PATTERN, GPT4_PATTERN, GPT4O_PATTERN].iter().map(|p| Splitter::new(p).unwrap()).collect();
         let mut cuts = 0;

@@ -96,9 +96,7 @@ fn random_text_equals_bpe_from_bytes() {
     let mut seed = 0x2545f4914f6cdd1d_u64;
     let mut text = String::new();
     for _ in 0..40_000 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+        crate::split::lexer::tests::next_random(&mut seed);
         text.push_str(WORDS[(seed % WORDS.len() as u64) as usize]);
     }
     let (enc, _) = two_stages(&text, 600, 900);

@@ -1,12 +1,7 @@
 //! Helpers of the training tests.
 
 /// xorshift64: reproducible pseudo-random numbers for the tests below.
-pub(super) fn next_random(seed: &mut u64) -> u64 {
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    *seed
-}
+pub(super) use crate::split::lexer::tests::next_random;
 
 /// `count` groups of 1 to `max_words` of `words`, picked by xorshift from
 /// `seed`, each followed by a space (or, with `newlines`, a newline one

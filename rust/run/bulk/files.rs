@@ -417,15 +417,7 @@ mod tests {
         Ok(out.finish(segs.len()))
     }
 
-    /// xorshift64: the same texts on every run.
-    fn rng(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
+    use crate::split::lexer::tests::rng;
 
     /// Pieces of every size give the ids of the texts encoded whole: texts
     /// with cuts everywhere, long words and lines with none for many pieces

@@ -66,14 +66,18 @@ fn lexer_chunks(lexer: Lexer, text: &str) -> Vec<&str> {
     chunks
 }
 
-/// xorshift64: the same texts on every run.
+/// xorshift64: the same texts on every run (the crate's tests all draw
+/// from it, through `rng` or this).
+pub(crate) fn next_random(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// [`next_random`] from `seed`, as a closure.
 pub(crate) fn rng(mut seed: u64) -> impl FnMut() -> u64 {
-    move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    }
+    move || next_random(&mut seed)
 }
 
 /// Texts per lexer for the random tests (the `LEXER_ITERS` variable sets it).
