@@ -256,7 +256,13 @@ mod tests {
     /// confuse).
     #[test]
     fn get_agrees_with_a_byte_string_map() {
-        let mut next = crate::split::lexer::tests::rng(0x9e37_79b9_7f4a_7c15);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
         let mut ranks: FxHashMap<Vec<u8>, Rank> = FxHashMap::default();
         for r in 0..20_000u32 {
             let n = 1 + (next() % 20) as usize;
