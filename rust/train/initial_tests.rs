@@ -124,23 +124,26 @@ fn the_start_of_a_stage_asks_between_on_the_calling_thread_and_stops_at_its_erro
     let counts = random_counts(0x2545_f491_4f6c_dd1d);
     let bytes = |b: &[u8], out: &mut Vec<u16>| out.extend(b.iter().map(|&b| u16::from(b)));
     let caller = std::thread::current().id();
-    // `between` failing at call `fail` (never if 0): the calls made and the result.
+    // A `between` that fails at call `fail` (never if 0), counting its
+    // calls in `calls`, each of them on the thread `caller`.
+    fn stop_at(
+        fail: usize,
+        calls: &mut usize,
+        caller: std::thread::ThreadId,
+    ) -> impl FnMut() -> Result<(), String> + '_ {
+        move || {
+            assert_eq!(std::thread::current().id(), caller);
+            *calls += 1;
+            if *calls == fail {
+                Err("stop".to_string())
+            } else {
+                Ok(())
+            }
+        }
+    }
     let words_with = |fail: usize| {
         let mut calls = 0;
-        let made = Words::<u16>::new_with(
-            counts.clone(),
-            || bytes,
-            4096,
-            || {
-                assert_eq!(std::thread::current().id(), caller);
-                calls += 1;
-                if calls == fail {
-                    Err("stop".to_string())
-                } else {
-                    Ok(())
-                }
-            },
-        );
+        let made = Words::<u16>::new_with(counts.clone(), || bytes, 4096, stop_at(fail, &mut calls, caller));
         (calls, made)
     };
     let (n, words) = words_with(0);
@@ -152,15 +155,7 @@ fn the_start_of_a_stage_asks_between_on_the_calling_thread_and_stops_at_its_erro
     }
     let pairs_with = |fail: usize| {
         let mut calls = 0;
-        let made = initial_pairs(&words, 1000, || {
-            assert_eq!(std::thread::current().id(), caller);
-            calls += 1;
-            if calls == fail {
-                Err("stop".to_string())
-            } else {
-                Ok(())
-            }
-        });
+        let made = initial_pairs(&words, 1000, stop_at(fail, &mut calls, caller));
         (calls, made.map(|(pairs, _)| pairs.len()))
     };
     let (n, pairs) = pairs_with(0);

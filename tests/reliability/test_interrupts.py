@@ -154,14 +154,23 @@ def test_ctrl_c_returns_control_promptly(what, tmp_path):
     # trained 60 MB before the interrupt landed.
     corpus.write_text(random_words(8 * MiB), encoding="utf-8")
     child = python(INTERRUPT, what, corpus, preexec_fn=default_sigint)
-    assert child.stdout.readline() == b"start\n"
-    time.sleep(0.3)  # well inside the Rust call, which takes seconds
+    # 0.3 s after "start": well inside the Rust call, which takes seconds.
+    latency = interrupt(child, b"start\n", 0.3, timeout=60)
+    assert latency < 2.5, f"{what}: {latency:.1f} s from Ctrl-C to KeyboardInterrupt"
+
+
+def interrupt(child, ready: bytes, wait: float, timeout: float) -> float:
+    """Sends Ctrl-C to `child` `wait` seconds after it printed `ready`;
+    checks that it answered "interrupted"; returns the seconds from the
+    signal to its exit."""
+    assert child.stdout.readline() == ready
+    time.sleep(wait)
     child.send_signal(signal.SIGINT)
     sent = time.monotonic()
-    out, err = child.communicate(timeout=60)
+    out, err = child.communicate(timeout=timeout)
     latency = time.monotonic() - sent
     assert out == b"interrupted\n", (out, err)
-    assert latency < 2.5, f"{what}: {latency:.1f} s from Ctrl-C to KeyboardInterrupt"
+    return latency
 
 
 SUPERBPE_START = """
@@ -186,18 +195,12 @@ except KeyboardInterrupt:
 def test_ctrl_c_at_the_start_of_superbpe_stage_2(tmp_path):
     """SuperBPE's second stage works for a while before its first merge:
     each sentence encoded with stage 1's vocabulary, then the pairs of all
-    of them (24 MB of distinct sentences: ~2 s here, tens of seconds on a
+    of them (32 MB of distinct sentences: ~2 s here, tens of seconds on a
     GB). Ctrl-C there returns control promptly too."""
     corpus = tmp_path / "sentences.txt"
     corpus.write_text(random_sentences(32 * MiB), encoding="utf-8")
     child = python(SUPERBPE_START, corpus, preexec_fn=default_sigint)
-    assert child.stdout.readline() == b"stage 2\n"
-    time.sleep(0.1)
-    child.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    out, err = child.communicate(timeout=120)
-    latency = time.monotonic() - sent
-    assert out == b"interrupted\n", (out, err)
+    latency = interrupt(child, b"stage 2\n", 0.1, timeout=120)
     assert latency < 1.0, f"{latency:.1f} s from Ctrl-C to KeyboardInterrupt"
 
 
