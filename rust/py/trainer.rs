@@ -300,8 +300,8 @@ impl Trainer {
                     }
                 };
                 let mut n = 0u64;
-                let allow =
-                    superword_words.map(|w| Box::new(move |t: &[u8]| train::superword_allowed(t, w)) as train::Allow);
+                let allow = superword_words
+                    .map(|w| std::sync::Arc::new(move |t: &[u8]| train::superword_allowed(t, w)) as train::Allow);
                 // Ctrl-C before the first merge too: at most every 50 ms
                 // (each check takes the GIL, which another thread may hold).
                 let mut checked = std::time::Instant::now();

@@ -103,7 +103,7 @@ fn training_does_not_depend_on_the_number_of_threads() {
         let ordinary = learn_merges(counts.clone(), 1500, |_, _| Ok(())).unwrap();
         let base: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         let bytes = |b: &[u8], out: &mut Vec<u32>| out.extend(b.iter().map(|&b| u32::from(b)));
-        let allow = Some(Box::new(|t: &[u8]| superword_allowed(t, 2)) as Allow);
+        let allow = Some(std::sync::Arc::new(|t: &[u8]| superword_allowed(t, 2)) as Allow);
         let superwords =
             extend_merges(counts.clone(), &base, || bytes, 70_000, allow, || Ok(()), |_, _| Ok(())).unwrap();
         (ordinary, superwords)

@@ -215,6 +215,9 @@ pub(super) struct Tuning {
     /// About how many bytes of chunks each thread encodes per batch when
     /// the words start from a base vocabulary (see [`Words::new_with`]).
     pub(super) encode_batch: usize,
+    /// The first threshold of a training on a base vocabulary (see
+    /// `cut.rs`): `None`, the guess of [`super::cut::guess`]; tests set it.
+    pub(super) first_cut: Option<u32>,
 }
 
 impl Tuning {
@@ -224,6 +227,7 @@ impl Tuning {
         slide_pass: 2 << 20,
         first_block: 1 << 21,
         encode_batch: 1 << 20,
+        first_cut: None,
     };
 }
 
@@ -274,7 +278,7 @@ pub(super) struct Merging<S> {
 }
 
 /// A rule on the bytes of the token a merge would make.
-pub type Allow = Box<dyn Fn(&[u8]) -> bool + Send>;
+pub type Allow = std::sync::Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 impl<S: Symbol> Merging<S> {
     /// The words and byte pairs of `counts`, the 256 byte tokens, and a heap
@@ -285,24 +289,11 @@ impl<S: Symbol> Merging<S> {
         Merging::of(words, vocab, tuning, || Ok(()))
     }
 
-    /// [`Merging::new`] on top of a base vocabulary (`vocab`: every
-    /// token's bytes by id, empty for an id with no token): the words start
-    /// as `start` encodes them with it, and new tokens take the ids after it.
-    pub(super) fn with_base<E>(
-        counts: ChunkCounts,
-        tuning: Tuning,
-        vocab: Vec<Arc<[u8]>>,
-        start: impl Fn() -> E + Sync,
-        mut between: impl FnMut() -> Result<(), String>,
-    ) -> Result<Self, String>
-    where
-        E: FnMut(&[u8], &mut Vec<S>) + Send,
-    {
-        let words = Words::<S>::new_with(counts, start, tuning.encode_batch, &mut between)?;
-        Merging::of(words, vocab, tuning, between)
-    }
-
-    fn of(
+    /// The state for `words` (from bytes, or from a base vocabulary: then
+    /// `vocab` holds every token's bytes by id, empty for an id with no
+    /// token, and new tokens take the ids after it). `between` runs between
+    /// blocks of the first pairs (see `initial_pairs`).
+    pub(super) fn of(
         words: Words<S>,
         vocab: Vec<Arc<[u8]>>,
         tuning: Tuning,
@@ -354,6 +345,16 @@ impl<S: Symbol> Merging<S> {
         }
         self.refused.insert(pair);
         false
+    }
+
+    /// The current count of `pair` if it is in the map (the winner is).
+    pub(super) fn count_of(&self, pair: Pair<S>) -> i64 {
+        self.pairs.get(&pair).map_or(0, |info| info.count())
+    }
+
+    /// Whether the last merge made a new token (not a duplicate's id).
+    pub(super) fn made_new(&self) -> bool {
+        self.fresh
     }
 
     /// The number of tokens (the 256 bytes included), or with a base

@@ -48,6 +48,7 @@ mod shards;
 pub mod table;
 mod spill;
 mod words;
+mod cut;
 mod occurrences;
 mod cold;
 mod heap;
@@ -64,7 +65,7 @@ pub use spill::{Capped, Spill};
 
 pub use merging::Allow;
 use merging::{Merging, Tuning};
-use words::Symbol;
+use words::{Symbol, Words};
 
 /// Learns merges until the vocabulary holds `target` ordinary tokens (256
 /// bytes included) or no pair is left. `on_merge` is called with each merge
@@ -129,13 +130,34 @@ pub fn learn_merges_in_batches(
 /// `between` runs on the calling thread between batches of the work before
 /// the first merge (the first encoding, the first pairs: tens of seconds
 /// for SuperBPE on a large corpus), `on_merge` after each merge: an error
-/// from either (Ctrl-C) stops the training and is returned.
+/// from either (Ctrl-C) stops the training and is returned. (The merges are
+/// learnt on the words cut where no merge can reach, `cut.rs`; where that
+/// proves inexact, they are learnt again, and `on_merge` sees them again
+/// from the first.)
 pub fn extend_merges<E>(
     counts: ChunkCounts,
     base: &[Vec<u8>],
     encoder: impl Fn() -> E + Sync,
     target: usize,
     allow: Option<Allow>,
+    between: impl FnMut() -> Result<(), String>,
+    on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+) -> Result<Vec<Merge>, String>
+where
+    E: FnMut(&[u8], &mut Vec<u32>) + Send,
+{
+    extend_tuned(counts, base, encoder, target, allow, Tuning::DEFAULT, between, on_merge)
+}
+
+/// [`extend_merges`] with `tuning`.
+#[allow(clippy::too_many_arguments)]
+fn extend_tuned<E>(
+    counts: ChunkCounts,
+    base: &[Vec<u8>],
+    encoder: impl Fn() -> E + Sync,
+    target: usize,
+    allow: Option<Allow>,
+    tuning: Tuning,
     between: impl FnMut() -> Result<(), String>,
     on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String>
@@ -149,10 +171,11 @@ where
         encoder: &(impl Fn() -> E + Sync),
         target: usize,
         allow: Option<Allow>,
-        between: impl FnMut() -> Result<(), String>,
-        on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+        tuning: Tuning,
+        mut between: impl FnMut() -> Result<(), String>,
+        mut on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     ) -> Result<Vec<Merge>, String> {
-        let vocab = base.iter().map(|b| std::sync::Arc::from(&b[..])).collect();
+        let vocab: Vec<std::sync::Arc<[u8]>> = base.iter().map(|b| std::sync::Arc::from(&b[..])).collect();
         let start = || {
             let (mut encode, mut ids) = (encoder(), Vec::new());
             move |bytes: &[u8], out: &mut Vec<S>| {
@@ -161,16 +184,35 @@ where
                 out.extend(ids.iter().map(|&i| S::from_id(i)));
             }
         };
-        let mut state = Merging::<S>::with_base(counts, Tuning::DEFAULT, vocab, start, between)?;
-        if let Some(allow) = allow {
-            state.set_allow(allow);
+        let words = Words::<S>::new_with(counts, start, tuning.encode_batch, &mut between)?;
+        let with_allow = |mut state: Merging<S>| {
+            if let Some(allow) = &allow {
+                state.set_allow(allow.clone());
+            }
+            state
+        };
+        // First on the words cut where no merge can reach (`cut.rs`), with
+        // lower and lower thresholds while a training there proves inexact;
+        // at last on the whole words.
+        let sketch = cut::Sketch::of(&words, &mut between)?;
+        let mut least = tuning.first_cut.unwrap_or_else(|| cut::guess(&sketch, target.saturating_sub(vocab.len())));
+        while least > 1 {
+            between()?;
+            let Some(pieces) = cut::cut(&words, &sketch, least, &mut between)? else { break };
+            let state = with_allow(Merging::of(pieces, vocab.clone(), tuning, &mut between)?);
+            match run_loop_above(state, target, least, &mut on_merge)? {
+                Ok(merges) => return Ok(merges),
+                Err(lower) => least = lower,
+            }
         }
+        drop(sketch);
+        let state = with_allow(Merging::of(words, vocab, tuning, between)?);
         run_loop(state, target, on_merge)
     }
     if target <= 1 << 16 {
-        run::<u16, E>(counts, base, &encoder, target, allow, between, on_merge)
+        run::<u16, E>(counts, base, &encoder, target, allow, tuning, between, on_merge)
     } else {
-        run::<u32, E>(counts, base, &encoder, target, allow, between, on_merge)
+        run::<u32, E>(counts, base, &encoder, target, allow, tuning, between, on_merge)
     }
 }
 
@@ -198,22 +240,49 @@ fn learn<S: Symbol>(
 
 /// The merge loop: merges until `state` holds `target` tokens or no pair is left.
 fn run_loop<S: Symbol>(
+    state: Merging<S>,
+    target: usize,
+    on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+) -> Result<Vec<Merge>, String> {
+    Ok(run_loop_above(state, target, 0, on_merge)?.expect("a loop with no threshold always ends"))
+}
+
+/// [`run_loop`] on words cut at pairs counted fewer than `least` times
+/// (`cut.rs`; 0: not cut), which gives the merges of the whole words if
+/// every merge counts `least` or more, none is a duplicate, and `target`
+/// is reached. Where one of these fails, the loop stops and returns
+/// `Err(lower)`: a threshold to try next (0: none, train on the whole words).
+fn run_loop_above<S: Symbol>(
     mut state: Merging<S>,
     target: usize,
+    least: u32,
     mut on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
-) -> Result<Vec<Merge>, String> {
+) -> Result<Result<Vec<Merge>, u32>, String> {
     let mut merges = Vec::new();
     while state.tokens() < target {
         let Some(pair) = state.pop_winner() else {
-            break; // corpus exhausted
+            // The corpus is exhausted: on cut words, maybe too soon.
+            if least > 1 {
+                return Ok(Err(least / 4));
+            }
+            break;
         };
+        let count = state.count_of(pair);
+        if count < i64::from(least) {
+            // The pair at the top counts fewer (its count on the cut words,
+            // no more than on the whole), and the next merges no more.
+            return Ok(Err((count / 2) as u32));
+        }
         let merge = state.new_token(pair);
+        if least > 0 && !state.made_new() {
+            return Ok(Err(0));
+        }
         on_merge(&merge, state.tokens())?;
         merges.push(merge);
         state.apply(pair, S::from_id(merge.new))?;
         state.tidy();
     }
-    Ok(merges)
+    Ok(Ok(merges))
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ fn two_stages(text: &str, transition: usize, target: usize) -> (Encoder, Vec<(Ra
     let ranks: FxHashMap<Vec<u8>, Rank> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as Rank)).collect();
     let stage1 = Encoder::with_splitter(ranks, FxHashMap::default(), p1.clone()).unwrap();
     let counts = count_documents(&p2, &[text]).unwrap();
-    let allow = Some(Box::new(|t: &[u8]| superword_allowed(t, 4)) as super::Allow);
+    let allow = Some(std::sync::Arc::new(|t: &[u8]| superword_allowed(t, 4)) as super::Allow);
     let encode = |b: &[u8], out: &mut Vec<u32>| stage1.encode_chunk(b, out).unwrap();
     let second = extend_merges(counts, &tokens, || encode, target, allow, || Ok(()), |_, _| Ok(())).unwrap();
     let mut merges: Vec<(Rank, Rank, Rank)> = first.iter().map(|m| (m.left, m.right, m.new)).collect();

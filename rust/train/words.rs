@@ -245,6 +245,26 @@ impl<S: Symbol> Words<S> {
         Ok(w)
     }
 
+    /// Words of the given symbols and counts, in order (see `cut.rs`), each
+    /// of two symbols or more; `None` if they are more than word ids can
+    /// number (see [`Words::sized`]).
+    pub(super) fn of_pieces(parts: &[(&[S], u64)]) -> Option<Words<S>> {
+        let total: usize = parts.iter().map(|(p, f)| p.len() * pieces(*f)).sum();
+        let n: usize = parts.iter().map(|(_, f)| pieces(*f)).sum();
+        if n >= NO_WORD as usize || total > u32::MAX as usize {
+            return None;
+        }
+        let mut w = Words { symbols: Vec::with_capacity(total), meta: Vec::with_capacity(n), live: 0 };
+        for &(piece, freq) in parts {
+            debug_assert!(piece.len() >= 2);
+            let first = w.symbols.len();
+            w.symbols.extend_from_slice(piece);
+            w.push(first, freq);
+        }
+        w.live = w.symbols.len();
+        Some(w)
+    }
+
     /// Empty words with room for `counts`' chunks of two bytes or more (by
     /// bytes, an upper bound on their symbols, so the buffers never double
     /// while filling); words of one symbol have no pairs and can never

@@ -1,0 +1,258 @@
+//! Training on top of a base vocabulary (SuperBPE's second stage): the words
+//! cut where no merge can reach, and the identical pieces counted as one.
+//!
+//! Why: stage 2's words are whole sentences encoded by the base (on 1 GB of
+//! English, 3.6M words of 165M symbols, nearly the corpus), and every step
+//! before and in the merge loop costs in proportion to their symbols. Yet
+//! the stage makes a few tens of thousands of merges, each counted hundreds
+//! of times or more, and most places between two symbols, say between
+//! " quantum" and " mechanics", hold a pair too rare ever to be merged.
+//!
+//! The rule. Let `T` be a count, and cut every word at each place whose pair
+//! of base tokens `(u, v)` occurs fewer than `T` times in all words (its
+//! "initial count"). Train on the pieces (those of two symbols or more),
+//! identical pieces as one word with their counts summed. If every merge
+//! this training makes counts at least `T` occurrences, and none reuses an
+//! existing id (a duplicate, see `train/mod.rs`), then the merges are those
+//! of training on the whole words.
+//!
+//! Why it is exact. Until a duplicate, each token has one spelling in base
+//! tokens, so each occurrence of a pair `(X, Y)` joins the last base token of
+//! `X` to the first of `Y`, a place whose pair `(u, v)` is the same for every
+//! occurrence, each a different place: the pair counts at most `(u, v)`'s
+//! initial count. If `(u, v)` was cut, every occurrence of `(X, Y)` is at a
+//! cut, so the whole words count it fewer than `T` times and the pieces not
+//! at all; if not, no occurrence is at a cut, and both count it the same.
+//! So where the pieces' winner counts `T` or more, it is the whole words'
+//! winner too (ties go by bytes in both), none of its occurrences is at a
+//! cut, and merging it changes both the same way. By induction, the merges
+//! are the same, step by step.
+//!
+//! `T` is not known before the training (it is the count of its last merge,
+//! or lower), so it is guessed (see [`guess`]); a training whose merges fall
+//! below it, or that meets a duplicate, or runs out of pairs, is done again
+//! with a lower `T`, and at last on the whole words (`train/mod.rs`).
+//!
+//! The counts that decide the cuts come from a sketch: one counter per hash
+//! of the pair, so that each counter holds the sum of every pair that falls
+//! on it: never less than a pair's count. A place is cut only where its
+//! counter is below `T`: some rare pairs are not cut (they share a counter
+//! with a frequent one), none is cut that should not be.
+
+use rustc_hash::FxHashMap;
+
+use super::words::{Pair, Symbol, Words};
+
+/// Counters in the sketch: at most 2^24 `u32`s, 64 MB (a few tens of
+/// millions of distinct pairs leave most counters to one pair or none), and
+/// no more than the words' symbols (rounded up to a power of two): there
+/// are no more distinct pairs than that.
+const BITS: u32 = 24;
+
+/// Counts of the pairs of words, by a hash of the pair (see the module's
+/// comment): each counter is at least the count of every pair on it.
+pub(super) struct Sketch {
+    counters: Vec<u32>,
+    /// log2 of the number of counters.
+    bits: u32,
+}
+
+impl Sketch {
+    /// The sketch of every pair occurrence of `words`, weighted by the
+    /// words' counts (counters stop at `u32::MAX`). `between` runs on the
+    /// calling thread between blocks of words: an error from it (Ctrl-C)
+    /// is returned.
+    ///
+    /// On all threads: thread `k` of `n` visits every word of a block and
+    /// counts the pairs whose counter lies in its `k`-th of the counters, so
+    /// that no two threads write one counter (the words are read `n` times;
+    /// the counting, a load and store at random in 64 MB, is what takes time).
+    pub(super) fn of<S: Symbol>(
+        words: &Words<S>,
+        between: &mut impl FnMut() -> Result<(), String>,
+    ) -> Result<Sketch, String> {
+        use rayon::prelude::*;
+        let threads = crate::threads::current_num_threads().clamp(1, 64);
+        let bits = words.live.next_power_of_two().trailing_zeros().clamp(10, BITS);
+        let share = (1usize << bits).div_ceil(threads);
+        let mut counters = vec![0u32; 1 << bits];
+        let mut first = 0;
+        while first < words.count() {
+            between()?;
+            // A block of words holding about 2^24 symbols.
+            let (mut last, mut symbols) = (first, 0);
+            while last < words.count() && symbols < 1 << 24 {
+                symbols += words.meta[last].len as usize;
+                last += 1;
+            }
+            crate::threads::install(|| {
+                counters.par_chunks_mut(share).enumerate().for_each(|(k, mine)| {
+                    let from = k * share;
+                    for i in first..last {
+                        let f = words.meta[i].freq;
+                        for p in words.word(i).windows(2) {
+                            let at = slot((p[0], p[1]), bits).wrapping_sub(from);
+                            if at < mine.len() {
+                                mine[at] = mine[at].saturating_add(f);
+                            }
+                        }
+                    }
+                })
+            });
+            first = last;
+        }
+        Ok(Sketch { counters, bits })
+    }
+
+    /// At least the count of `pair` (and at most the sum of the pairs that
+    /// share its counter).
+    #[inline]
+    pub(super) fn get<S: Symbol>(&self, pair: Pair<S>) -> u32 {
+        self.counters[slot(pair, self.bits)]
+    }
+}
+
+/// The counter of `pair` among 2^`bits`: a multiplicative hash, its top bits.
+#[inline]
+fn slot<S: Symbol>(pair: Pair<S>, bits: u32) -> usize {
+    let key = (pair.0.id() as u64) << 32 | pair.1.id() as u64;
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+}
+
+/// A first `T` for a training of `merges` merges: a quarter of the count of
+/// the `merges`-th most frequent pair (its counter, in the sketch).
+///
+/// Why: the merges draw first from the frequent pairs, so the last of
+/// `merges` merges counts less than the `merges`-th pair; how much less
+/// depends on the text. (English, transition 180k to 200k: the 20,000th
+/// pair counted 92 and the last merge 47 on 100 MB.) Too high a guess costs
+/// a second training; too low, fewer cuts.
+pub(super) fn guess(sketch: &Sketch, merges: usize) -> u32 {
+    let mut counts: Vec<u32> = sketch.counters.iter().copied().filter(|&c| c > 0).collect();
+    if merges == 0 || counts.len() < merges {
+        return 0;
+    }
+    let (_, &mut kth, _) = counts.select_nth_unstable_by(merges - 1, |a, b| b.cmp(a));
+    kth / 4
+}
+
+/// How many parts the pieces are gathered in, by a hash: each part's maps
+/// hold a 64th of the distinct pieces, small enough to stay in the CPU's
+/// caches while a bucket of pieces goes through them, and the parts go on
+/// all cores (as the first pairs do: `initial_pairs` in `merging.rs`).
+const PARTS: usize = 64;
+
+/// How many pieces the buckets gather before the parts' maps take them.
+const BLOCK: usize = 1 << 20;
+
+/// The part of a hash (its top 6 bits; not the bits the maps use).
+#[inline]
+fn part(h: u64) -> usize {
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize
+}
+const _: () = assert!(PARTS == 1 << 6);
+
+/// The pieces of `words` cut at every place whose pair counts fewer than
+/// `least` occurrences in `sketch`, those of two symbols or more, each
+/// distinct piece one word (counted as often as all its copies); `None` if
+/// they are too many (see [`Words::of_pieces`]). The words come in the
+/// order of the maps that gather them (the same on every run, on any
+/// number of threads). `between` runs on the calling thread between blocks:
+/// an error from it (Ctrl-C) is returned.
+///
+/// Pieces of up to four symbols (most of them) are keyed by their symbols
+/// packed in a `u128`, so that finding one reads no symbols elsewhere; the
+/// others by their symbols in `words`.
+pub(super) fn cut<'w, S: Symbol>(
+    words: &'w Words<S>,
+    sketch: &Sketch,
+    least: u32,
+    between: &mut impl FnMut() -> Result<(), String>,
+) -> Result<Option<Words<S>>, String> {
+    use rayon::prelude::*;
+    type Parts<K> = Vec<FxHashMap<K, u64>>;
+    type Buckets<K> = Vec<Vec<(K, u64)>>;
+    let mut short: Parts<u128> = (0..PARTS).map(|_| FxHashMap::default()).collect();
+    let mut long: Parts<&'w [S]> = (0..PARTS).map(|_| FxHashMap::default()).collect();
+    let mut to_short: Buckets<u128> = (0..PARTS).map(|_| Vec::new()).collect();
+    let mut to_long: Buckets<&'w [S]> = (0..PARTS).map(|_| Vec::new()).collect();
+    let mut held = 0;
+    let mut gather = |to_short: &mut Buckets<u128>, to_long: &mut Buckets<&'w [S]>| {
+        crate::threads::install(|| {
+            (short.par_iter_mut().zip(long.par_iter_mut()))
+                .zip(to_short.par_iter_mut().zip(to_long.par_iter_mut()))
+                .for_each(|((short, long), (to_short, to_long))| {
+                    for (key, f) in to_short.drain(..) {
+                        *short.entry(key).or_insert(0) += f;
+                    }
+                    for (piece, f) in to_long.drain(..) {
+                        *long.entry(piece).or_insert(0) += f;
+                    }
+                })
+        })
+    };
+    for i in 0..words.count() {
+        let (word, f) = (words.word(i), u64::from(words.meta[i].freq));
+        let mut start = 0;
+        for k in 1..=word.len() {
+            if k < word.len() && sketch.get((word[k - 1], word[k])) >= least {
+                continue;
+            }
+            let piece = &word[start..k];
+            start = k;
+            if piece.len() < 2 {
+                continue;
+            }
+            if piece.len() <= 4 {
+                let key = pack(piece);
+                to_short[part(key as u64 ^ (key >> 64) as u64)].push((key, f));
+            } else {
+                let h = piece.iter().fold(0u64, |h, s| (h ^ s.id() as u64).wrapping_mul(0x100_0000_01b3));
+                to_long[part(h)].push((piece, f));
+            }
+            held += 1;
+        }
+        if held >= BLOCK {
+            between()?;
+            gather(&mut to_short, &mut to_long);
+            held = 0;
+        }
+    }
+    gather(&mut to_short, &mut to_long);
+    drop((to_short, to_long));
+    let mut unpacked: Vec<([S; 4], usize, u64)> = Vec::with_capacity(short.iter().map(|m| m.len()).sum());
+    for m in short {
+        for (key, f) in m {
+            let Some((s, n)) = unpack(key) else { return Ok(None) };
+            unpacked.push((s, n, f));
+        }
+    }
+    let mut pieces: Vec<(&[S], u64)> = unpacked.iter().map(|(s, n, f)| (&s[..*n], *f)).collect();
+    pieces.extend(long.into_iter().flatten());
+    Ok(Words::of_pieces(&pieces))
+}
+
+/// A piece of 2 to 4 symbols as a `u128`: 24 bits a symbol (ids are below
+/// 2^24: `vocab::MAX_ID`), the length in the top byte.
+#[inline]
+fn pack<S: Symbol>(piece: &[S]) -> u128 {
+    let mut key = (piece.len() as u128) << 120;
+    for (k, s) in piece.iter().enumerate() {
+        key |= (s.id() as u128) << (24 * k);
+    }
+    key
+}
+
+/// The symbols and length [`pack`] packed (`None`: never, for ids below 2^24).
+fn unpack<S: Symbol>(key: u128) -> Option<([S; 4], usize)> {
+    let n = (key >> 120) as usize;
+    let mut s = [S::from_id(0); 4];
+    for (k, x) in s.iter_mut().enumerate().take(n) {
+        *x = S::from_id((key >> (24 * k)) as u32 & 0xff_ffff);
+    }
+    (n <= 4).then_some((s, n))
+}
+
+#[cfg(test)]
+#[path = "cut_tests.rs"]
+mod tests;
