@@ -175,8 +175,14 @@ pub(super) fn guess(sketch: &Sketch, merges: usize) -> u32 {
 /// all cores (as the first pairs do: `initial_pairs` in `merging.rs`).
 const PARTS: usize = 64;
 
-/// How many pieces the buckets gather before the parts' maps take them.
-const BLOCK: usize = 1 << 20;
+/// About how many symbols of words are cut before the parts' maps take
+/// their pieces (a few tens of MB of buckets).
+const BLOCK: usize = 1 << 22;
+
+/// How many stretches a block is cut in, each scanned into buckets of its
+/// own on any thread (a fixed number, so that the maps take the pieces in
+/// the words' order on any number of threads).
+const STRETCHES: usize = 16;
 
 /// The part of a hash (its top 6 bits; not the bits the maps use).
 #[inline]
@@ -207,25 +213,12 @@ pub(super) fn cut<'w, S: Symbol>(
     type Buckets<K> = Vec<Vec<(K, u64)>>;
     let mut short: Parts<u128> = (0..PARTS).map(|_| FxHashMap::default()).collect();
     let mut long: Parts<&'w [S]> = (0..PARTS).map(|_| FxHashMap::default()).collect();
-    let mut to_short: Buckets<u128> = (0..PARTS).map(|_| Vec::new()).collect();
-    let mut to_long: Buckets<&'w [S]> = (0..PARTS).map(|_| Vec::new()).collect();
+    let mut buckets: Vec<(Buckets<u128>, Buckets<&'w [S]>)> = (0..STRETCHES)
+        .map(|_| ((0..PARTS).map(|_| Vec::new()).collect(), (0..PARTS).map(|_| Vec::new()).collect()))
+        .collect();
     let frequent = sketch.at_least(least);
-    let mut held = 0;
-    let mut gather = |to_short: &mut Buckets<u128>, to_long: &mut Buckets<&'w [S]>| {
-        crate::threads::install(|| {
-            (short.par_iter_mut().zip(long.par_iter_mut()))
-                .zip(to_short.par_iter_mut().zip(to_long.par_iter_mut()))
-                .for_each(|((short, long), (to_short, to_long))| {
-                    for (key, f) in to_short.drain(..) {
-                        *short.entry(key).or_insert(0) += f;
-                    }
-                    for (piece, f) in to_long.drain(..) {
-                        *long.entry(piece).or_insert(0) += f;
-                    }
-                })
-        })
-    };
-    for i in 0..words.count() {
+    // Word `i`'s pieces into the buckets of their parts.
+    let scan = |i: usize, to_short: &mut Buckets<u128>, to_long: &mut Buckets<&'w [S]>| {
         let (word, f) = (words.word(i), u64::from(words.meta[i].freq));
         let mut start = 0;
         for k in 1..=word.len() {
@@ -244,16 +237,43 @@ pub(super) fn cut<'w, S: Symbol>(
                 let h = piece.iter().fold(0u64, |h, s| (h ^ s.id() as u64).wrapping_mul(0x100_0000_01b3));
                 to_long[part(h)].push((piece, f));
             }
-            held += 1;
         }
-        if held >= BLOCK {
-            between()?;
-            gather(&mut to_short, &mut to_long);
-            held = 0;
+    };
+    let mut first = 0;
+    while first < words.count() {
+        between()?;
+        let (mut last, mut symbols) = (first, 0);
+        while last < words.count() && symbols < BLOCK {
+            symbols += words.meta[last].len as usize;
+            last += 1;
         }
+        let per = (last - first).div_ceil(STRETCHES);
+        crate::threads::install(|| {
+            buckets.par_iter_mut().enumerate().for_each(|(r, (to_short, to_long))| {
+                let from = (first + r * per).min(last);
+                for i in from..(from + per).min(last) {
+                    scan(i, to_short, to_long);
+                }
+            });
+            // Each part takes its pieces from the stretches in order.
+            short.par_iter_mut().zip(long.par_iter_mut()).enumerate().for_each(|(p, (short, long))| {
+                for (to_short, to_long) in &buckets {
+                    for &(key, f) in &to_short[p] {
+                        *short.entry(key).or_insert(0) += f;
+                    }
+                    for &(piece, f) in &to_long[p] {
+                        *long.entry(piece).or_insert(0) += f;
+                    }
+                }
+            });
+        });
+        for (to_short, to_long) in &mut buckets {
+            to_short.iter_mut().for_each(Vec::clear);
+            to_long.iter_mut().for_each(Vec::clear);
+        }
+        first = last;
     }
-    gather(&mut to_short, &mut to_long);
-    drop((to_short, to_long));
+    drop(buckets);
     let mut unpacked: Vec<([S; 4], usize, u64)> = Vec::with_capacity(short.iter().map(|m| m.len()).sum());
     for m in short {
         for (key, f) in m {
