@@ -86,7 +86,9 @@ fn the_words_are_cut_at_every_rare_pair_and_nowhere_else() {
                 }
             }
         }
-        let mut first: Option<(Vec<u16>, Vec<(u32, u32, u32)>)> = None;
+        // The symbols, and each word's (count, start, length).
+        type Layout = (Vec<u16>, Vec<(u32, u32, u32)>);
+        let mut first: Option<Layout> = None;
         for threads in [1, 2, 3] {
             let cut = crate::threads::pool(threads).unwrap().install(|| cut(&words, &sketch, least, &mut || Ok(())));
             let cut = cut.unwrap().unwrap();

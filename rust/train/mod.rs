@@ -267,7 +267,7 @@ fn run_loop_above<S: Symbol>(
             }
             break;
         };
-        let count = state.count_of(pair);
+        let count = if least > 0 { state.count_of(pair) } else { i64::MAX };
         if count < i64::from(least) {
             // The pair at the top counts fewer (its count on the cut words,
             // no more than on the whole), and the next merges no more.
