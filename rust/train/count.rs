@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::long::Long;
 use crate::split::pretokenize::{segments, Splitter};
 use crate::vocab::{pack, pack_small};
 
@@ -17,7 +18,8 @@ pub(super) const SEGMENT_BYTES: usize = 1 << 20;
 /// Laid out for counting speed and memory: chunks of up to 15 bytes (nearly
 /// all of them) are packed into 16 bytes (see `encode::pack`), so counting
 /// one costs a multiply-hash and one probe with the key inline, and no
-/// allocation when it is new; longer chunks keep a byte-string key. The key
+/// allocation when it is new; longer chunks are stored in blocks with an
+/// index over them (`long.rs`). The key
 /// is two `u64` halves, not a `u128`, whose alignment to 16 would pad each
 /// bucket from 24 to 32 bytes. Chunks of up to 7 bytes (most English words
 /// with their space) have a map of their own with a `u64` key: 16 bytes a
@@ -27,7 +29,7 @@ pub(super) const SEGMENT_BYTES: usize = 1 << 20;
 pub struct ChunkCounts {
     tiny: FxHashMap<u64, u64>,
     short: FxHashMap<Packed, u64>,
-    long: FxHashMap<Vec<u8>, u64>,
+    long: Long,
 }
 
 /// Packs up to 7 bytes into a u64: the bytes little-endian, the length in
@@ -69,11 +71,8 @@ impl ChunkCounts {
             *self.tiny.entry(pack_tiny(chunk)).or_insert(0) += n;
         } else if chunk.len() <= 15 {
             *self.short.entry(split(pack(chunk))).or_insert(0) += n;
-        } else if let Some(c) = self.long.get_mut(chunk) {
-            // Looked up by slice first: a key is allocated only for new chunks.
-            *c += n;
         } else {
-            self.long.insert(chunk.to_vec(), n);
+            self.long.add(chunk, n);
         }
     }
 
@@ -87,27 +86,19 @@ impl ChunkCounts {
     }
 
     /// About how many bytes the maps hold: their buckets, used or not, and
-    /// 48 bytes per long chunk's key (16 to 40 bytes, as the allocator
-    /// rounds them; longer ones are rare). For `spill.rs`'s cap.
+    /// the long chunks' blocks and index. For `spill.rs`'s cap.
     pub fn memory_bytes(&self) -> usize {
         // A table of capacity c has about c * 8 / 7 buckets, each an entry
         // and a control byte.
         fn table<K, V>(m: &FxHashMap<K, V>) -> usize {
             m.capacity() * 8 / 7 * (std::mem::size_of::<(K, V)>() + 1)
         }
-        const LONG_KEY_BYTES: usize = 48; // a key of 16-40 bytes, as the allocator rounds it
-        table(&self.tiny) + table(&self.short) + table(&self.long) + self.long.len() * LONG_KEY_BYTES
+        table(&self.tiny) + table(&self.short) + self.long.memory_bytes()
     }
 
-    /// Keeps only the chunks counted at least `min` times.
-    pub fn retain_at_least(&mut self, min: u64) {
-        self.tiny.retain(|_, n| *n >= min);
-        self.short.retain(|_, n| *n >= min);
-        self.long.retain(|_, n| *n >= min);
-    }
-
-    /// Calls `f` with each distinct chunk and its count (in no set order).
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
+    /// Calls `f` with each chunk of up to 15 bytes and its count (in no
+    /// set order); the longer ones are in [`ChunkCounts::long`].
+    pub(super) fn for_each_packed(&self, mut f: impl FnMut(&[u8], u64)) {
         for (&k, &n) in &self.tiny {
             let bytes = tiny_bytes(k);
             f(&bytes[..bytes[7] as usize], n);
@@ -116,9 +107,24 @@ impl ChunkCounts {
             let bytes = packed_bytes(k);
             f(&bytes[..bytes[15] as usize], n);
         }
-        for (k, &n) in &self.long {
-            f(k, n);
-        }
+    }
+
+    /// The chunks of 16 bytes or more.
+    pub(super) fn long(&self) -> &Long {
+        &self.long
+    }
+
+    /// Keeps only the chunks counted at least `min` times.
+    pub fn retain_at_least(&mut self, min: u64) {
+        self.tiny.retain(|_, n| *n >= min);
+        self.short.retain(|_, n| *n >= min);
+        self.long.retain_at_least(min);
+    }
+
+    /// Calls `f` with each distinct chunk and its count (in no set order).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
+        self.for_each_packed(&mut f);
+        self.long.for_each(f);
     }
 
     /// The counts, consumed (each map is freed as soon as it is read).
@@ -131,9 +137,7 @@ impl ChunkCounts {
             let bytes = packed_bytes(k);
             f(&bytes[..bytes[15] as usize], n);
         }
-        for (k, n) in self.long {
-            f(&k, n);
-        }
+        self.long.drain(f);
     }
 }
 
@@ -185,7 +189,7 @@ impl ChunkCounts {
     fn drain_from(&mut self, other: &mut ChunkCounts) {
         drain_map(&mut self.tiny, &mut other.tiny);
         drain_map(&mut self.short, &mut other.short);
-        drain_map(&mut self.long, &mut other.long);
+        self.long.absorb(&mut other.long);
     }
 }
 

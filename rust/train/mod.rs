@@ -42,6 +42,7 @@
 // come next; the merge loop's parts go words, occurrences (word lists),
 // cold pairs, heap, then the loop's state and steps (`merging.rs`), driven
 // by `learn` below.
+mod long;
 mod count;
 mod pipeline;
 mod shards;

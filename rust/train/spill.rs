@@ -25,6 +25,7 @@
 use std::path::{Path, PathBuf};
 
 use super::count::{ChunkCounts, Tally};
+use super::long::Long;
 use super::table::{self, TableReader, TableWriter};
 
 /// At most this many runs are kept: one more and they are merged into one
@@ -106,12 +107,11 @@ impl Spill {
         if counts.is_empty() {
             return Ok(());
         }
-        let mut sorted = Sorted::default();
-        counts.drain(|chunk, n| sorted.push(chunk, n));
         let path = self.next_run()?;
-        let mut out = TableWriter::create(&path, &self.pattern)?;
-        sorted.write(|chunk, n| out.add(chunk, n))?;
+        let mut out = TableWriter::create_run(&path, &self.pattern)?;
+        Sorted::of(&counts, 1).write(|chunk, n| out.add(chunk, n))?;
         out.finish()?;
+        drop(counts);
         self.runs.as_mut().expect("made by next_run").files.push(path);
         if self.runs.as_ref().is_some_and(|r| r.files.len() > FAN_IN) {
             self.merge_runs()?;
@@ -123,8 +123,8 @@ impl Spill {
     fn merge_runs(&mut self) -> Result<(), String> {
         let path = self.next_run()?;
         let runs = self.runs.as_mut().expect("made by next_run");
-        let mut out = TableWriter::create(&path, &self.pattern)?;
-        table::merge(table::open_all(&runs.files)?, |chunk, n| out.add(chunk, n), 1)?;
+        let mut out = TableWriter::create_run(&path, &self.pattern)?;
+        table::merge(table::open_runs(&runs.files)?, |chunk, n| out.add(chunk, n), 1)?;
         out.finish()?;
         for old in runs.files.drain(..) {
             let _ = std::fs::remove_file(old);
@@ -155,17 +155,11 @@ impl Spill {
         mut out: impl FnMut(&[u8], u64) -> Result<(), String>,
     ) -> Result<(), String> {
         if !self.has_runs() {
-            let mut sorted = Sorted::default();
-            counts.for_each(|chunk, n| {
-                if n >= min_count {
-                    sorted.push(chunk, n)
-                }
-            });
-            return sorted.write(out);
+            return Sorted::of(counts, min_count).write(out);
         }
         self.spill(std::mem::take(counts))?;
         let files = &self.runs.as_ref().expect("has runs").files;
-        table::merge(table::open_all(files)?, &mut out, min_count)
+        table::merge(table::open_runs(files)?, &mut out, min_count)
     }
 
     /// All the counts in one map, for training: `counts` themselves when
@@ -201,7 +195,7 @@ impl Spill {
         });
         result?;
         for path in self.runs.iter().flat_map(|r| &r.files) {
-            let mut run = TableReader::open(path)?;
+            let mut run = TableReader::open_run(path)?;
             while let Some((chunk, n)) = run.next_entry()? {
                 f(chunk, n)?;
             }
@@ -221,7 +215,7 @@ impl Spill {
         if self.runs.as_ref().is_some_and(|r| r.files.len() > 1) {
             self.merge_runs()?;
         }
-        let mut run = TableReader::open(&self.runs.as_ref().expect("has runs").files[0])?;
+        let mut run = TableReader::open_run(&self.runs.as_ref().expect("has runs").files[0])?;
         while run.next_entry()?.is_some() {}
         Ok(run.entries_and_total())
     }
@@ -271,17 +265,31 @@ impl Tally for Capped<'_> {
 }
 
 /// Chunks and counts sorted by chunk bytes, as a spill writes them. Each
-/// chunk goes where the maps of `count.rs` put it, with a key that sorts as
-/// its bytes do: its bytes padded with zeros, then its length (so that "ab"
-/// comes before "ab\0", as a prefix before a longer string).
-#[derive(Default)]
-struct Sorted {
+/// chunk of up to 15 bytes is copied where the maps of `count.rs` put it,
+/// with a key that sorts as its bytes do: its bytes padded with zeros, then
+/// its length (so that "ab" comes before "ab\0", as a prefix before a
+/// longer string). The long chunks stay where they are, in the counts'
+/// blocks, and are sorted as places there (`long.rs`): no copy of them.
+struct Sorted<'a> {
     tiny: Vec<(u64, u64)>,
     short: Vec<([u8; 16], u64)>,
-    long: Vec<(Vec<u8>, u64)>,
+    long: &'a Long,
+    order: Vec<u64>,
 }
 
-impl Sorted {
+impl<'a> Sorted<'a> {
+    /// The chunks of `counts` counted at least `min` times.
+    fn of(counts: &'a ChunkCounts, min: u64) -> Sorted<'a> {
+        let mut sorted = Sorted { tiny: Vec::new(), short: Vec::new(), long: counts.long(), order: Vec::new() };
+        counts.for_each_packed(|chunk, n| {
+            if n >= min {
+                sorted.push(chunk, n)
+            }
+        });
+        sorted.order = counts.long().sorted(min);
+        sorted
+    }
+
     fn push(&mut self, chunk: &[u8], n: u64) {
         let len = chunk.len();
         if len <= 7 {
@@ -295,7 +303,7 @@ impl Sorted {
             key[15] = len as u8;
             self.short.push((key, n));
         } else {
-            self.long.push((chunk.to_vec(), n));
+            unreachable!("long chunks are sorted in place");
         }
     }
 
@@ -304,13 +312,12 @@ impl Sorted {
     fn write(mut self, mut out: impl FnMut(&[u8], u64) -> Result<(), String>) -> Result<(), String> {
         self.tiny.sort_unstable();
         self.short.sort_unstable();
-        self.long.sort_unstable();
         let (mut t, mut s, mut l) = (0, 0, 0);
         loop {
             let tiny = self.tiny.get(t).map(|&(k, n)| (k.to_be_bytes(), n));
             let tiny = tiny.as_ref().map(|(b, n)| (&b[..b[7] as usize], *n));
             let short = self.short.get(s).map(|(b, n)| (&b[..b[15] as usize], *n));
-            let long = self.long.get(l).map(|(b, n)| (&b[..], *n));
+            let long = self.order.get(l).map(|&at| self.long.at(at));
             let least = [tiny, short, long].into_iter().enumerate().filter_map(|(i, e)| Some((e?, i))).min();
             let Some(((chunk, n), list)) = least else { return Ok(()) };
             out(chunk, n)?;
@@ -368,12 +375,21 @@ mod tests {
     fn sorted_orders_by_bytes_across_lengths() {
         let chunks: Vec<&[u8]> =
             vec![b"b", b"a", b"ab\0", b"ab", b"a\0", b"abcdefgh", b"abcdefg", b"abcdefghijklmnopq", b"\xff", b""];
-        let mut sorted = Sorted::default();
+        // Long chunks that share their first 16 bytes (sorted on the rest).
+        let longer: Vec<&[u8]> = vec![
+            b"abcdefghijklmnopq\0",
+            b"abcdefghijklmnop",
+            b"abcdefghijklmnopa",
+            b"abcdefghijklmnopqr",
+            b"b\xffcdefghijklmnop",
+        ];
+        let chunks: Vec<&[u8]> = chunks.into_iter().chain(longer).collect();
+        let mut counts = ChunkCounts::default();
         for (i, c) in chunks.iter().enumerate() {
-            sorted.push(c, i as u64 + 1);
+            counts.add(c, i as u64 + 1);
         }
         let mut got = Vec::new();
-        sorted
+        Sorted::of(&counts, 1)
             .write(|c, _| {
                 got.push(c.to_vec());
                 Ok(())
