@@ -273,11 +273,15 @@ impl Trainer {
         min_frequency: u64,
         superword_words: Option<usize>,
     ) -> PyResult<Vec<(Rank, Rank, Rank)>> {
-        let counts = self.take_counts(py, min_frequency)?;
+        // The counts go to the training as a source (`train::Spilled`):
+        // runs spilled under a cap are merged as they are read, never all
+        // in one map next to the words being made.
+        let (counts, spill) = (std::mem::take(&mut self.counts), &mut self.spill);
         let enc = &base.enc;
         let start = base_tokens.len();
         py.allow_threads(|| {
-            guard(|| {
+            let counts = spill.source(counts, min_frequency);
+            let learnt = guard(|| {
                 let _free = crate::ReturnFreedMemory::new();
                 let merges = target.saturating_sub(start) as u64;
                 let pb = bar("merging", Some(merges), Unit::Items("merges".into()), Pace::Speeding, progress);
@@ -323,7 +327,9 @@ impl Trainer {
                 });
                 pb.abandon();
                 Ok(learnt?.iter().map(|m| (m.left, m.right, m.new)).collect())
-            })
+            });
+            spill.clear();
+            learnt
         })
     }
 

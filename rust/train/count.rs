@@ -141,6 +141,38 @@ impl ChunkCounts {
     }
 }
 
+/// Chunk counts to train on, handed over once: the counts in memory, or
+/// the runs a capped counting spilled to disk merged as they are read
+/// (`spill.rs`), which never holds them all in memory at once.
+pub trait Source {
+    /// Upper bounds on the number of chunks of two bytes or more (a chunk
+    /// counted more than `u32::MAX` times as several) and on their bytes:
+    /// the room the words are made with.
+    fn bound(&self) -> (usize, usize);
+
+    /// Calls `f` with each distinct chunk and its whole count, in no set
+    /// order, consuming the counts.
+    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64)) -> Result<(), String>;
+}
+
+impl Source for ChunkCounts {
+    fn bound(&self) -> (usize, usize) {
+        let (mut n, mut total) = (0, 0);
+        self.for_each(|b, freq| {
+            if b.len() >= 2 {
+                n += super::words::pieces(freq);
+                total += b.len() * super::words::pieces(freq);
+            }
+        });
+        (n, total)
+    }
+
+    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64)) -> Result<(), String> {
+        self.drain(f);
+        Ok(())
+    }
+}
+
 impl FromIterator<(Vec<u8>, u64)> for ChunkCounts {
     fn from_iter<I: IntoIterator<Item = (Vec<u8>, u64)>>(items: I) -> Self {
         let mut counts = ChunkCounts::default();

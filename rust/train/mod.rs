@@ -58,11 +58,11 @@ mod picky;
 #[cfg(test)]
 mod testing;
 
-pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Tally};
+pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Source, Tally};
 pub use merging::Merge;
 pub use picky::{learn_picky, Event};
 pub use pipeline::{count_files, count_files_into, count_records_into};
-pub use spill::{Capped, Spill};
+pub use spill::{Capped, Spill, Spilled};
 
 pub use merging::Allow;
 use merging::{Merging, Tuning};
@@ -136,7 +136,7 @@ pub fn learn_merges_in_batches(
 /// proves inexact, they are learnt again, and `on_merge` sees them again
 /// from the first.)
 pub fn extend_merges<E>(
-    counts: ChunkCounts,
+    counts: impl Source,
     base: &[Vec<u8>],
     encoder: impl Fn() -> E + Sync,
     target: usize,
@@ -153,7 +153,7 @@ where
 /// [`extend_merges`] with `tuning`.
 #[allow(clippy::too_many_arguments)]
 fn extend_tuned<E>(
-    counts: ChunkCounts,
+    counts: impl Source,
     base: &[Vec<u8>],
     encoder: impl Fn() -> E + Sync,
     target: usize,
@@ -167,7 +167,7 @@ where
 {
     #[allow(clippy::too_many_arguments)]
     fn run<S: Symbol, E: FnMut(&[u8], &mut Vec<u32>) + Send>(
-        counts: ChunkCounts,
+        counts: impl Source,
         base: &[Vec<u8>],
         encoder: &(impl Fn() -> E + Sync),
         target: usize,

@@ -24,7 +24,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::count::{ChunkCounts, Tally};
+use super::count::{ChunkCounts, Source, Tally};
 use super::long::Long;
 use super::table::{self, TableReader, TableWriter};
 
@@ -50,6 +50,9 @@ struct Runs {
     files: Vec<PathBuf>,
     /// Runs made so far (for the next file's name).
     made: usize,
+    /// The sum of the runs' [`Source::bound`]s (a chunk in several runs
+    /// counts in each).
+    bound: (usize, usize),
 }
 
 impl Drop for Runs {
@@ -111,8 +114,11 @@ impl Spill {
         let mut out = TableWriter::create_run(&path, &self.pattern)?;
         Sorted::of(&counts, 1).write(|chunk, n| out.add(chunk, n))?;
         out.finish()?;
+        let (n, total) = counts.bound();
         drop(counts);
-        self.runs.as_mut().expect("made by next_run").files.push(path);
+        let runs = self.runs.as_mut().expect("made by next_run");
+        runs.files.push(path);
+        runs.bound = (runs.bound.0 + n, runs.bound.1 + total);
         if self.runs.as_ref().is_some_and(|r| r.files.len() > FAN_IN) {
             self.merge_runs()?;
         }
@@ -137,7 +143,7 @@ impl Spill {
     fn next_run(&mut self) -> Result<PathBuf, String> {
         if self.runs.is_none() {
             let base = self.base.clone().unwrap_or_else(std::env::temp_dir);
-            self.runs = Some(Runs { dir: make_dir(&base)?, files: Vec::new(), made: 0 });
+            self.runs = Some(Runs { dir: make_dir(&base)?, files: Vec::new(), made: 0, bound: (0, 0) });
         }
         let runs = self.runs.as_mut().expect("made above");
         runs.made += 1;
@@ -180,6 +186,12 @@ impl Spill {
         Ok(all)
     }
 
+    /// The counts to train on, `counts` and the runs, less those counted
+    /// fewer than `min_count` times: merged as they are read ([`Spilled`]).
+    pub fn source(&mut self, counts: ChunkCounts, min_count: u64) -> Spilled<'_> {
+        Spilled { spill: self, counts, min_count }
+    }
+
     /// Calls `f` with every chunk and count held (in `counts` and in the
     /// runs), in no set order, a chunk maybe more than once (adding up).
     pub fn visit(
@@ -218,6 +230,46 @@ impl Spill {
         let mut run = TableReader::open_run(&self.runs.as_ref().expect("has runs").files[0])?;
         while run.next_entry()?.is_some() {}
         Ok(run.entries_and_total())
+    }
+}
+
+/// The counts of a counting, maybe capped, handed to training
+/// ([`Spill::source`]): with runs, they are merged as the training reads
+/// them, so the counts are never all in memory as a map (SuperBPE's second
+/// stage counts nearly its whole corpus as distinct chunks: on 1 GB, the
+/// map held 1.1 GB next to the words being made). The runs are kept.
+pub struct Spilled<'a> {
+    spill: &'a mut Spill,
+    counts: ChunkCounts,
+    min_count: u64,
+}
+
+impl Source for Spilled<'_> {
+    fn bound(&self) -> (usize, usize) {
+        let (n, total) = self.counts.bound();
+        let (rn, rtotal) = self.spill.runs.as_ref().map_or((0, 0), |r| r.bound);
+        (n + rn, total + rtotal)
+    }
+
+    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64)) -> Result<(), String> {
+        let Spilled { spill, mut counts, min_count } = self;
+        if !spill.has_runs() {
+            if min_count > 1 {
+                counts.retain_at_least(min_count);
+            }
+            counts.drain(f);
+            return Ok(());
+        }
+        spill.spill(counts)?;
+        let files = &spill.runs.as_ref().expect("has runs").files;
+        table::merge(
+            table::open_runs(files)?,
+            |chunk, n| {
+                f(chunk, n);
+                Ok(())
+            },
+            min_count,
+        )
     }
 }
 
@@ -436,6 +488,19 @@ mod tests {
                 let mut want = expected.clone();
                 want.retain_at_least(min);
                 assert_eq!(spill.into_counts(counts.clone(), min).unwrap(), want, "cap {cap} min {min}");
+                // The same counts as a training source, each chunk once, within its bound.
+                let source = spill.source(counts.clone(), min);
+                let (bound_n, bound_bytes) = source.bound();
+                let (mut got, mut calls) = (ChunkCounts::default(), 0);
+                source
+                    .drain_into(&mut |c, n| {
+                        got.add(c, n);
+                        calls += 1;
+                    })
+                    .unwrap();
+                assert_eq!((&got, calls), (&want, want.len()), "cap {cap} min {min}");
+                let (n, bytes) = want.bound();
+                assert!(bound_n >= n && bound_bytes >= bytes, "cap {cap} min {min}");
             }
             drop(spill);
             assert_eq!(runs.entries(), 0, "the run directory is removed");

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::count::ChunkCounts;
+use super::count::{ChunkCounts, Source};
 
 /// A token id inside the merge loop: `u16` while the vocabulary fits in 16
 /// bits (targets up to 65,536 tokens: GPT-2's 50k and most trained
@@ -187,7 +187,7 @@ pub(super) fn pieces(freq: u64) -> usize {
 impl<S: Symbol> Words<S> {
     /// The words of `counts`, each starting as its bytes (training from scratch).
     pub(super) fn new(counts: ChunkCounts) -> Result<Words<S>, String> {
-        let mut w = Words::sized(&counts)?;
+        let mut w = Words::sized(counts.bound())?;
         counts.drain(|bytes, freq| {
             if bytes.len() >= 2 {
                 let first = w.symbols.len();
@@ -215,7 +215,7 @@ impl<S: Symbol> Words<S> {
     /// go to the pool one by one): an error from it (Ctrl-C) stops the
     /// encoding, and is returned.
     pub(super) fn new_with<E>(
-        counts: ChunkCounts,
+        counts: impl Source,
         make: impl Fn() -> E + Sync,
         batch: usize,
         mut between: impl FnMut() -> Result<(), String>,
@@ -223,12 +223,12 @@ impl<S: Symbol> Words<S> {
     where
         E: FnMut(&[u8], &mut Vec<S>) + Send,
     {
-        let mut w = Words::sized(&counts)?;
+        let mut w = Words::sized(counts.bound())?;
         let threads = crate::threads::current_num_threads().max(1);
         let mut encoders: Vec<E> = (0..threads).map(|_| make()).collect();
         let mut chunks = Batch::default();
         let mut stopped = Ok(());
-        counts.drain(|bytes, freq| {
+        counts.drain_into(&mut |bytes, freq| {
             if bytes.len() >= 2 && stopped.is_ok() {
                 chunks.push(bytes, freq);
                 if chunks.bytes.len() >= batch * threads {
@@ -238,7 +238,7 @@ impl<S: Symbol> Words<S> {
                     }
                 }
             }
-        });
+        })?;
         stopped?;
         w.encode_batch(&mut chunks, &mut encoders);
         w.live = w.symbols.len();
@@ -251,10 +251,7 @@ impl<S: Symbol> Words<S> {
     pub(super) fn of_pieces(parts: &[(&[S], u64)]) -> Option<Words<S>> {
         let total: usize = parts.iter().map(|(p, f)| p.len() * pieces(*f)).sum();
         let n: usize = parts.iter().map(|(_, f)| pieces(*f)).sum();
-        if n >= NO_WORD as usize || total > u32::MAX as usize {
-            return None;
-        }
-        let mut w = Words { symbols: Vec::with_capacity(total), meta: Vec::with_capacity(n), live: 0 };
+        let mut w = Words::sized((n, total)).ok()?;
         for &(piece, freq) in parts {
             debug_assert!(piece.len() >= 2);
             let first = w.symbols.len();
@@ -265,18 +262,11 @@ impl<S: Symbol> Words<S> {
         Some(w)
     }
 
-    /// Empty words with room for `counts`' chunks of two bytes or more (by
-    /// bytes, an upper bound on their symbols, so the buffers never double
-    /// while filling); words of one symbol have no pairs and can never
-    /// change, and are never added.
-    fn sized(counts: &ChunkCounts) -> Result<Words<S>, String> {
-        let (mut n, mut total) = (0, 0);
-        counts.for_each(|b, freq| {
-            if b.len() >= 2 {
-                n += pieces(freq);
-                total += b.len() * pieces(freq);
-            }
-        });
+    /// Empty words with room for `n` chunks of two bytes or more and
+    /// `total` bytes ([`Source::bound`]; bytes are an upper bound on their
+    /// symbols, so the buffers never double while filling); words of one
+    /// symbol have no pairs and can never change, and are never added.
+    fn sized((n, total): (usize, usize)) -> Result<Words<S>, String> {
         // Word ids and offsets are u32 (they fill the per-pair word lists),
         // and ids stay below `NO_WORD` (see `ColdPair`).
         if n >= NO_WORD as usize || total > u32::MAX as usize {
