@@ -277,7 +277,7 @@ pub(super) fn cut<'w, S: Symbol>(
     let mut unpacked: Vec<([S; 4], usize, u64)> = Vec::with_capacity(short.iter().map(|m| m.len()).sum());
     for m in short {
         for (key, f) in m {
-            let Some((s, n)) = unpack(key) else { return Ok(None) };
+            let (s, n) = unpack(key);
             unpacked.push((s, n, f));
         }
     }
@@ -297,14 +297,15 @@ fn pack<S: Symbol>(piece: &[S]) -> u128 {
     key
 }
 
-/// The symbols and length [`pack`] packed (`None`: never, for ids below 2^24).
-fn unpack<S: Symbol>(key: u128) -> Option<([S; 4], usize)> {
+/// The symbols and length [`pack`] packed (2 to 4 of them).
+fn unpack<S: Symbol>(key: u128) -> ([S; 4], usize) {
     let n = (key >> 120) as usize;
+    debug_assert!((2..=4).contains(&n), "only pieces of 2 to 4 symbols are packed");
     let mut s = [S::from_id(0); 4];
     for (k, x) in s.iter_mut().enumerate().take(n) {
         *x = S::from_id((key >> (24 * k)) as u32 & 0xff_ffff);
     }
-    (n <= 4).then_some((s, n))
+    (s, n)
 }
 
 #[cfg(test)]
