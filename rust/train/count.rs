@@ -151,8 +151,9 @@ pub trait Source {
     fn bound(&self) -> (usize, usize);
 
     /// Calls `f` with each distinct chunk and its whole count, in no set
-    /// order, consuming the counts.
-    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64)) -> Result<(), String>;
+    /// order, consuming the counts; stops at the first error from `f`
+    /// (Ctrl-C: the rest of the runs on disk are not read), or of reading.
+    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64) -> Result<(), String>) -> Result<(), String>;
 }
 
 impl Source for ChunkCounts {
@@ -167,9 +168,15 @@ impl Source for ChunkCounts {
         (n, total)
     }
 
-    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64)) -> Result<(), String> {
-        self.drain(f);
-        Ok(())
+    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64) -> Result<(), String>) -> Result<(), String> {
+        // (In memory, the rest is only freed after an error.)
+        let mut result = Ok(());
+        self.drain(|chunk, n| {
+            if result.is_ok() {
+                result = f(chunk, n);
+            }
+        });
+        result
     }
 }
 

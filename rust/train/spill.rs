@@ -251,25 +251,17 @@ impl Source for Spilled<'_> {
         (n + rn, total + rtotal)
     }
 
-    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64)) -> Result<(), String> {
+    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64) -> Result<(), String>) -> Result<(), String> {
         let Spilled { spill, mut counts, min_count } = self;
         if !spill.has_runs() {
             if min_count > 1 {
                 counts.retain_at_least(min_count);
             }
-            counts.drain(f);
-            return Ok(());
+            return counts.drain_into(f);
         }
         spill.spill(counts)?;
         let files = &spill.runs.as_ref().expect("has runs").files;
-        table::merge(
-            table::open_runs(files)?,
-            |chunk, n| {
-                f(chunk, n);
-                Ok(())
-            },
-            min_count,
-        )
+        table::merge(table::open_runs(files)?, f, min_count)
     }
 }
 
@@ -496,11 +488,23 @@ mod tests {
                     .drain_into(&mut |c, n| {
                         got.add(c, n);
                         calls += 1;
+                        Ok(())
                     })
                     .unwrap();
                 assert_eq!((&got, calls), (&want, want.len()), "cap {cap} min {min}");
                 let (n, bytes) = want.bound();
                 assert!(bound_n >= n && bound_bytes >= bytes, "cap {cap} min {min}");
+                // An error from the training (Ctrl-C) stops the reading there.
+                let mut calls = 0;
+                let stopped = spill.source(counts.clone(), min).drain_into(&mut |_, _| {
+                    calls += 1;
+                    if calls == 3 {
+                        Err("stop".to_string())
+                    } else {
+                        Ok(())
+                    }
+                });
+                assert_eq!((stopped, calls), (Err("stop".to_string()), 3), "cap {cap} min {min}");
             }
             drop(spill);
             assert_eq!(runs.entries(), 0, "the run directory is removed");

@@ -227,19 +227,16 @@ impl<S: Symbol> Words<S> {
         let threads = crate::threads::current_num_threads().max(1);
         let mut encoders: Vec<E> = (0..threads).map(|_| make()).collect();
         let mut chunks = Batch::default();
-        let mut stopped = Ok(());
         counts.drain_into(&mut |bytes, freq| {
-            if bytes.len() >= 2 && stopped.is_ok() {
+            if bytes.len() >= 2 {
                 chunks.push(bytes, freq);
                 if chunks.bytes.len() >= batch * threads {
-                    stopped = between();
-                    if stopped.is_ok() {
-                        w.encode_batch(&mut chunks, &mut encoders);
-                    }
+                    between()?;
+                    w.encode_batch(&mut chunks, &mut encoders);
                 }
             }
+            Ok(())
         })?;
-        stopped?;
         w.encode_batch(&mut chunks, &mut encoders);
         w.live = w.symbols.len();
         Ok(w)
