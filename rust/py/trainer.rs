@@ -194,7 +194,9 @@ impl Trainer {
         min_frequency: u64,
     ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let counts = self.take_counts(py, min_frequency)?;
+        // The counts go to the training as a source (`train::Spilled`), as
+        // in `extend`: spilled runs merged as they are read.
+        let (counts, spill) = (std::mem::take(&mut self.counts), &mut self.spill);
         let (pairs, vocab) = (PyDict::new(py), PyDict::new(py));
         let mut made = Made::new(py, &vocab)?;
         // Merges go over in batches: a send per merge would cost the loop more.
@@ -208,7 +210,7 @@ impl Trainer {
                 let merges = target.saturating_sub(256) as u64;
                 let pb = bar("merging", Some(merges), Unit::Items("merges".into()), Pace::Speeding, progress);
                 let learnt = train::learn_merges_in_batches(
-                    counts,
+                    spill.source(counts, min_frequency),
                     target,
                     BATCH,
                     |size| pb.set_position((size - 256) as u64),
@@ -241,6 +243,7 @@ impl Trainer {
             made_all?;
             guard(|| learnt.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         });
+        self.spill.clear();
         learnt?;
         let assigned: Vec<(String, Rank)> =
             specials.into_iter().enumerate().map(|(i, s)| (s, (made.tokens.len() + i) as Rank)).collect();

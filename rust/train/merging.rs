@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::cold::{class, thaw, Cold, CLASSES};
-use super::count::ChunkCounts;
+use super::count::Source;
 use super::heap::{floor_for, histogram, PairHeap};
 use super::occurrences::{push_sized, varint_len, Lists, PairInfo, INLINE, IN_ARENA, TRAILER};
 use super::words::{merge_word, new_pairs, pairs_at, Pair, Symbol, Words};
@@ -283,7 +283,7 @@ pub type Allow = std::sync::Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 impl<S: Symbol> Merging<S> {
     /// The words and byte pairs of `counts`, the 256 byte tokens, and a heap
     /// of the pairs above a first floor.
-    pub(super) fn new(counts: ChunkCounts, tuning: Tuning) -> Result<Self, String> {
+    pub(super) fn new(counts: impl Source, tuning: Tuning) -> Result<Self, String> {
         let words = Words::<S>::new(counts)?;
         let vocab: Vec<Arc<[u8]>> = (0..=255u8).map(|b| Arc::from(&[b][..])).collect();
         Merging::of(words, vocab, tuning, || Ok(()))

@@ -78,7 +78,7 @@ use words::{Symbol, Words};
 /// thousands of late merges that touch a few words each (a parallel version
 /// was no faster: docs/dev/performance.md, "The merge loop on one core").
 pub fn learn_merges(
-    counts: ChunkCounts,
+    counts: impl Source,
     target: usize,
     on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
 ) -> Result<Vec<Merge>, String> {
@@ -95,7 +95,7 @@ pub fn learn_merges(
 /// the error of `stopped` (Ctrl-C) as soon as it returns one. For a caller
 /// that works on the merges on another thread while the loop runs.
 pub fn learn_merges_in_batches(
-    counts: ChunkCounts,
+    counts: impl Source,
     target: usize,
     batch: usize,
     mut progress: impl FnMut(usize),
@@ -231,7 +231,7 @@ pub fn superword_allowed(token: &[u8], max_words: usize) -> bool {
 
 /// [`learn_merges`] with token ids stored as `S`, which must hold `target - 1`.
 fn learn<S: Symbol>(
-    counts: ChunkCounts,
+    counts: impl Source,
     target: usize,
     on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     tuning: Tuning,

@@ -7,7 +7,8 @@
 //! sorted, so runs merge in one streaming pass) into a temporary directory,
 //! and emptied. At the end the runs and what is still in memory are merged,
 //! summing the counts of chunks found in several runs: the result is exact
-//! whatever the cap, and goes either into one `ChunkCounts` for training or
+//! whatever the cap, and goes either to training as it is read ([`Spilled`]:
+//! the words are made from it, with no map of all the counts first) or
 //! straight into a table file. Only `min_count` (drop chunks seen fewer
 //! times, applied in that final merge, once all counts are known) loses
 //! anything; it is what bounds the memory that training then needs.
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 use super::count::{ChunkCounts, Source, Tally};
 use super::long::Long;
 use super::table::{self, TableReader, TableWriter};
+use super::words::pieces;
 
 /// At most this many runs are kept: one more and they are merged into one
 /// (so that a final merge never opens more files than this).
@@ -112,9 +114,16 @@ impl Spill {
         }
         let path = self.next_run()?;
         let mut out = TableWriter::create_run(&path, &self.pattern)?;
-        Sorted::of(&counts, 1).write(|chunk, n| out.add(chunk, n))?;
+        // The run's bound ([`Source::bound`]) counted as it is written.
+        let (mut n, mut total) = (0, 0);
+        Sorted::of(&counts, 1).write(|chunk, count| {
+            if chunk.len() >= 2 {
+                n += pieces(count);
+                total += chunk.len() * pieces(count);
+            }
+            out.add(chunk, count)
+        })?;
         out.finish()?;
-        let (n, total) = counts.bound();
         drop(counts);
         let runs = self.runs.as_mut().expect("made by next_run");
         runs.files.push(path);
@@ -334,20 +343,20 @@ impl<'a> Sorted<'a> {
         sorted
     }
 
+    /// Adds a chunk of up to 15 bytes (the long ones are sorted in place).
     fn push(&mut self, chunk: &[u8], n: u64) {
         let len = chunk.len();
+        debug_assert!(len <= 15);
         if len <= 7 {
             let mut key = [0u8; 8];
             key[..len].copy_from_slice(chunk);
             key[7] = len as u8;
             self.tiny.push((u64::from_be_bytes(key), n));
-        } else if len <= 15 {
+        } else {
             let mut key = [0u8; 16];
             key[..len].copy_from_slice(chunk);
             key[15] = len as u8;
             self.short.push((key, n));
-        } else {
-            unreachable!("long chunks are sorted in place");
         }
     }
 

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::count::{ChunkCounts, Source};
+use super::count::Source;
 
 /// A token id inside the merge loop: `u16` while the vocabulary fits in 16
 /// bits (targets up to 65,536 tokens: GPT-2's 50k and most trained
@@ -186,15 +186,16 @@ pub(super) fn pieces(freq: u64) -> usize {
 
 impl<S: Symbol> Words<S> {
     /// The words of `counts`, each starting as its bytes (training from scratch).
-    pub(super) fn new(counts: ChunkCounts) -> Result<Words<S>, String> {
+    pub(super) fn new(counts: impl Source) -> Result<Words<S>, String> {
         let mut w = Words::sized(counts.bound())?;
-        counts.drain(|bytes, freq| {
+        counts.drain_into(&mut |bytes, freq| {
             if bytes.len() >= 2 {
                 let first = w.symbols.len();
                 w.symbols.extend(bytes.iter().map(|&b| S::from_id(u32::from(b))));
                 w.push(first, freq);
             }
-        });
+            Ok(())
+        })?;
         w.live = w.symbols.len();
         Ok(w)
     }
