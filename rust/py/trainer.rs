@@ -349,14 +349,16 @@ impl Trainer {
         progress: bool,
         min_frequency: u64,
     ) -> PyResult<Vec<Vec<Rank>>> {
-        let counts = self.take_counts(py, min_frequency)?;
-        py.allow_threads(|| {
+        // The counts go to the training as a source, as in `train`: spilled
+        // runs merged as they are read, never into one map first.
+        let (counts, spill) = (std::mem::take(&mut self.counts), &mut self.spill);
+        let learnt = py.allow_threads(|| {
             guard(|| {
                 let _free = crate::ReturnFreedMemory::new();
                 let size = target.saturating_sub(256) as u64;
                 let pb = bar("merging", Some(size), Unit::Items("tokens".into()), Pace::Speeding, progress);
                 let mut n = 0u64;
-                let learnt = train::learn_picky(counts, target, prune, |_, present| {
+                let learnt = train::learn_picky(spill.source(counts, min_frequency), target, prune, |_, present| {
                     pb.set_position(present.saturating_sub(256) as u64);
                     n += 1;
                     if n % 256 == 0 {
@@ -374,7 +376,9 @@ impl Trainer {
                     })
                     .collect())
             })
-        })
+        });
+        self.spill.clear();
+        learnt
     }
 
     /// `[(special token, id)]` as `train` assigned them, in the order given.
@@ -547,20 +551,6 @@ impl Trainer {
     /// than when this trainer is collected.
     fn discard_spilled(&mut self) {
         self.spill.clear();
-    }
-}
-
-impl Trainer {
-    /// All the counts in one map for training (the spilled ones merged in),
-    /// leaving none here; chunks seen fewer than `min_frequency` times are dropped.
-    fn take_counts(&mut self, py: Python<'_>, min_frequency: u64) -> PyResult<ChunkCounts> {
-        let (counts, spill) = (std::mem::take(&mut self.counts), &mut self.spill);
-        py.allow_threads(|| {
-            let _free = crate::ReturnFreedMemory::new();
-            let all = guard(|| spill.into_counts(counts, min_frequency));
-            spill.clear();
-            all
-        })
     }
 }
 

@@ -216,12 +216,12 @@ fn skippable(word: u64) -> usize {
     let at_least = |x: u64, c: u64| x + (0x80 - c) * ONES;
     let ascii = !word & HIGH;
     let x = word & LOW;
-    let folded = x | 0x20 * ONES; // (lower case, for letters)
+    let folded = x | (0x20 * ONES); // (lower case, for letters)
     let letter = at_least(folded, b'a' as u64) & !at_least(folded, b'z' as u64 + 1) & ascii;
     let white = at_least(x, 0x09) & !at_least(x, 0x0e) & ascii; // \t \n \v \f \r
     let d = word ^ (b' ' as u64 * ONES);
-    let space = !((d & LOW) + LOW | d | LOW); // (exact: a byte's high bit iff it is a space)
-    let skip = (letter | white | space & (letter >> 8)) & HIGH;
+    let space = !(((d & LOW) + LOW) | d | LOW); // (exact: a byte's high bit iff it is a space)
+    let skip = (letter | white | (space & (letter >> 8))) & HIGH;
     ((!skip & HIGH).trailing_zeros() / 8) as usize
 }
 

@@ -141,6 +141,9 @@ impl ChunkCounts {
     }
 }
 
+/// What a [`Source`] calls with each chunk and its count; an error stops it.
+pub type Visit<'a> = dyn FnMut(&[u8], u64) -> Result<(), String> + 'a;
+
 /// Chunk counts to train on, handed over once: the counts in memory, or
 /// the runs a capped counting spilled to disk merged as they are read
 /// (`spill.rs`), which never holds them all in memory at once.
@@ -153,7 +156,7 @@ pub trait Source {
     /// Calls `f` with each distinct chunk and its whole count, in no set
     /// order, consuming the counts; stops at the first error from `f`
     /// (Ctrl-C: the rest of the runs on disk are not read), or of reading.
-    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64) -> Result<(), String>) -> Result<(), String>;
+    fn drain_into(self, f: &mut Visit<'_>) -> Result<(), String>;
 }
 
 impl Source for ChunkCounts {
@@ -168,7 +171,7 @@ impl Source for ChunkCounts {
         (n, total)
     }
 
-    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64) -> Result<(), String>) -> Result<(), String> {
+    fn drain_into(self, f: &mut Visit<'_>) -> Result<(), String> {
         // (In memory, the rest is only freed after an error.)
         let mut result = Ok(());
         self.drain(|chunk, n| {

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::count::ChunkCounts;
+use super::count::Source;
 use super::heap::PairHeap;
 
 /// One event of a Picky training, in training ids: a new token takes the
@@ -75,7 +75,7 @@ fn push_once(list: &mut Vec<u32>, w: u32) {
 }
 
 impl Picky {
-    fn new(counts: ChunkCounts, prune: f64) -> Result<Picky, String> {
+    fn new(counts: impl Source, prune: f64) -> Result<Picky, String> {
         let vocab: Vec<Arc<[u8]>> = (0..=255u8).map(|b| Arc::from(&[b][..])).collect();
         let id_of = vocab.iter().enumerate().map(|(i, b)| (b.clone(), i as u32)).collect();
         let mut state = Picky {
@@ -94,18 +94,12 @@ impl Picky {
             heap: PairHeap { items: Vec::new(), built: 0 },
             delta: FxHashMap::default(),
         };
-        let mut failed = None;
-        counts.drain(|chunk, n| {
-            let Ok(n) = i64::try_from(n) else {
-                failed = Some("a chunk count beyond 2^63".to_string());
-                return;
-            };
+        counts.drain_into(&mut |chunk, n| {
+            let n = i64::try_from(n).map_err(|_| "a chunk count beyond 2^63".to_string())?;
             state.words.push(chunk.iter().map(|&b| b as u32).collect());
             state.weight.push(n);
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
+            Ok(())
+        })?;
         u32::try_from(state.words.len()).map_err(|_| "too many distinct chunks to train on")?;
         for w in 0..state.words.len() {
             let (word, n) = (std::mem::take(&mut state.words[w]), state.weight[w]);
@@ -291,7 +285,7 @@ impl Picky {
 /// target` events). `on_event` is called with each event and the number of
 /// present tokens after it, and may stop the work by returning an error.
 pub fn learn_picky(
-    counts: ChunkCounts,
+    counts: impl Source,
     target: usize,
     prune: f64,
     mut on_event: impl FnMut(&Event, usize) -> Result<(), String>,
@@ -328,6 +322,7 @@ mod tests {
     use crate::split::patterns::GPT4_PATTERN;
     use crate::split::pretokenize::Splitter;
     use crate::train::testing::random_text;
+    use crate::train::ChunkCounts;
     use crate::train::{count_documents, learn_merges, Merge};
 
     fn counts_of(words: &[(&str, u64)]) -> ChunkCounts {

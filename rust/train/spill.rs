@@ -25,7 +25,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::count::{ChunkCounts, Source, Tally};
+use super::count::{ChunkCounts, Source, Tally, Visit};
 use super::long::Long;
 use super::table::{self, TableReader, TableWriter};
 use super::words::pieces;
@@ -260,7 +260,7 @@ impl Source for Spilled<'_> {
         (n + rn, total + rtotal)
     }
 
-    fn drain_into(self, f: &mut dyn FnMut(&[u8], u64) -> Result<(), String>) -> Result<(), String> {
+    fn drain_into(self, f: &mut Visit<'_>) -> Result<(), String> {
         let Spilled { spill, mut counts, min_count } = self;
         if !spill.has_runs() {
             if min_count > 1 {

@@ -255,6 +255,9 @@ def test_a_tiny_max_memory_counts_and_trains_exactly(tmp_path, spill_dir, monkey
     unbounded = saved(Tokenizer.train(files, 1500), tmp_path / "a.bpe")
     assert saved(Tokenizer.train(files, 1500, max_memory=10_000), tmp_path / "b.bpe") == unbounded
     assert saved(Tokenizer.train(texts, 1500, max_memory="16K"), tmp_path / "c.bpe") == unbounded
+    # Picky training reads the spilled runs as they merge, as ordinary training does.
+    picky = saved(Tokenizer.train(files, 1500, prune=0.9), tmp_path / "p.bpe")
+    assert saved(Tokenizer.train(files, 1500, prune=0.9, max_memory=10_000), tmp_path / "q.bpe") == picky
     assert not list(spill_dir.iterdir())
 
 
