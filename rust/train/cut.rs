@@ -152,21 +152,23 @@ fn slot<S: Symbol>(pair: Pair<S>, bits: u32) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
 }
 
-/// A first `T` for a training of `merges` merges: a quarter of the count of
+/// A first `T` for a training of `merges` merges: a third of the count of
 /// the `merges`-th most frequent pair (its counter, in the sketch).
 ///
 /// Why: the merges draw first from the frequent pairs, so the last of
 /// `merges` merges counts less than the `merges`-th pair; how much less
-/// depends on the text. (English, transition 180k to 200k: the 20,000th
-/// pair counted 92 and the last merge 47 on 100 MB.) Too high a guess costs
-/// a second training; too low, fewer cuts.
+/// depends on the text: 0.51-0.55 of it on English (transition 180k to
+/// 200k: the 20,000th pair counted 92 and the last merge 47 on 100 MB),
+/// 0.69-0.80 on code and FLORES-200 (docs/dev/superbpe.md, "Memory of stage
+/// 2"). Too high a guess costs a second training; too low, fewer cuts, and
+/// more pieces to train on (a quarter: 0.5-1 s more of a 23 s training on 1 GB).
 pub(super) fn guess(sketch: &Sketch, merges: usize) -> u32 {
     let mut counts: Vec<u16> = sketch.counters.iter().copied().filter(|&c| c > 0).collect();
     if merges == 0 || counts.len() < merges {
         return 0;
     }
     let (_, &mut kth, _) = counts.select_nth_unstable_by(merges - 1, |a, b| b.cmp(a));
-    u32::from(kth) / 4
+    u32::from(kth) / 3
 }
 
 /// How many parts the pieces are gathered in, by a hash: each part's maps

@@ -14,7 +14,7 @@ use super::words::{merge_word, new_pairs, pairs_at, Pair, Symbol, Words};
 
 /// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64).
 #[inline(always)]
-fn prefetch<T>(x: &T) {
+pub(super) fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and `x` is a valid reference.
     unsafe {

@@ -377,7 +377,14 @@ impl<'a> Sorted<'a> {
             match list {
                 0 => t += 1,
                 1 => s += 1,
-                _ => l += 1,
+                _ => {
+                    // The records lie in sorted order scattered over the
+                    // blocks: each a cache miss, asked for well ahead.
+                    if let Some(&ahead) = self.order.get(l + 16) {
+                        self.long.prefetch(ahead);
+                    }
+                    l += 1
+                }
             }
         }
     }
@@ -435,6 +442,15 @@ mod tests {
             b"abcdefghijklmnopa",
             b"abcdefghijklmnopqr",
             b"b\xffcdefghijklmnop",
+            // ... and their first 24 (sorted on the rest), or differ only
+            // in zeros where a shorter one's key is padded with them.
+            b"abcdefghijklmnopqrstuvwx",
+            b"abcdefghijklmnopqrstuvwx\0",
+            b"abcdefghijklmnopqrstuvwx\0\0a",
+            b"abcdefghijklmnopqrstuvwxy",
+            b"abcdefghijklmnopqrstuvw",
+            b"abcdefghijklmnopqrstuvw\0",
+            b"abcdefghijklmnopqrstuv\0\x01",
         ];
         let chunks: Vec<&[u8]> = chunks.into_iter().chain(longer).collect();
         let mut counts = ChunkCounts::default();
