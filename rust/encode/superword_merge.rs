@@ -321,11 +321,10 @@ mod tests {
         for round in 0..3000 {
             let mut merges = Merges::default();
             let alphabet = 2 + next(6) as Rank;
-            let mut top = alphabet;
             for place in 0..next(40) as u32 {
+                let top = alphabet + place;
                 let (l, r) = (next(top as u64) as Rank, next(top as u64) as Rank);
                 merges.insert(l, r, place, top);
-                top += 1;
             }
             let n = if round % 10 == 0 { next(400) } else { next(40) } as usize;
             let ids: Vec<Rank> = (0..n).map(|_| next(alphabet as u64) as Rank).collect();

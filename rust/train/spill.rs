@@ -397,29 +397,7 @@ mod tests {
     use crate::split::pretokenize::Splitter;
     use crate::train::count::count_chunks;
     use crate::train::pipeline::{count_files, count_files_into};
-    use crate::train::testing::random_text;
-
-    /// A fresh directory for a test, removed when dropped.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> TempDir {
-            let dir = std::env::temp_dir().join(format!("bpe-spill-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-
-        fn entries(&self) -> usize {
-            std::fs::read_dir(&self.0).unwrap().count()
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::train::testing::{random_text, TempDir};
 
     fn words() -> Vec<String> {
         // Many distinct chunks of every length class: tiny, short and long.

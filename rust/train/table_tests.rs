@@ -3,24 +3,7 @@
 
 use super::*;
 use crate::split::patterns::{GPT2_PATTERN, GPT4_PATTERN};
-
-/// A fresh directory for a test, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("bpe-table-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::train::testing::TempDir;
 
 fn write(path: &Path, pattern: &str, entries: &[(&[u8], u64)]) {
     let mut w = TableWriter::create(path, pattern).unwrap();

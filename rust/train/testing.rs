@@ -1,5 +1,7 @@
 //! Helpers of the training tests.
 
+use std::path::PathBuf;
+
 /// xorshift64: reproducible pseudo-random numbers for the tests below.
 pub(super) use crate::split::lexer::tests::next_random;
 
@@ -17,4 +19,28 @@ pub(super) fn random_text(words: &[&str], count: usize, max_words: u64, mut seed
         text.push(if newlines && seed % 7 == 0 { '\n' } else { ' ' });
     }
     text
+}
+
+/// A fresh directory for a test (`bpe-test-NAME-PID` in the system's
+/// temporary directory), removed when dropped.
+pub(super) struct TempDir(pub(super) PathBuf);
+
+impl TempDir {
+    pub(super) fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("bpe-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// How many files and directories it holds.
+    pub(super) fn entries(&self) -> usize {
+        std::fs::read_dir(&self.0).unwrap().count()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
