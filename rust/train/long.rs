@@ -188,7 +188,6 @@ impl Long {
         *self = kept;
     }
 
-    /// The chunk and count at `at`, a place from [`Long::sorted`].
     /// Asks the CPU for the start of the record at `at` (its count, length
     /// and first 48 bytes), ahead of an `at` of it.
     #[inline]
@@ -197,6 +196,7 @@ impl Long {
         super::merging::prefetch(&self.blocks[b][o]);
     }
 
+    /// The chunk and count at `at`, a place from [`Long::sorted`].
     pub(super) fn at(&self, at: u64) -> (&[u8], u64) {
         let (b, o) = place(at);
         let (count, chunk, _) = record(&self.blocks[b], o);
