@@ -159,16 +159,20 @@ pub trait Source {
     fn drain_into(self, f: &mut Visit<'_>) -> Result<(), String>;
 }
 
+/// Adds to `bound` ([`Source::bound`]) a chunk of `len` bytes counted `freq` times.
+pub(super) fn add_bound(bound: &mut (usize, usize), len: usize, freq: u64) {
+    if len >= 2 {
+        let words = super::words::pieces(freq);
+        bound.0 += words;
+        bound.1 += len * words;
+    }
+}
+
 impl Source for ChunkCounts {
     fn bound(&self) -> (usize, usize) {
-        let (mut n, mut total) = (0, 0);
-        self.for_each(|b, freq| {
-            if b.len() >= 2 {
-                n += super::words::pieces(freq);
-                total += b.len() * super::words::pieces(freq);
-            }
-        });
-        (n, total)
+        let mut bound = (0, 0);
+        self.for_each(|b, freq| add_bound(&mut bound, b.len(), freq));
+        bound
     }
 
     fn drain_into(self, f: &mut Visit<'_>) -> Result<(), String> {

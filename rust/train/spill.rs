@@ -25,10 +25,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::count::{ChunkCounts, Source, Tally, Visit};
+use super::count::{add_bound, ChunkCounts, Source, Tally, Visit};
 use super::long::Long;
 use super::table::{self, TableReader, TableWriter};
-use super::words::pieces;
 
 /// At most this many runs are kept: one more and they are merged into one
 /// (so that a final merge never opens more files than this).
@@ -115,19 +114,16 @@ impl Spill {
         let path = self.next_run()?;
         let mut out = TableWriter::create_run(&path, &self.pattern)?;
         // The run's bound ([`Source::bound`]) counted as it is written.
-        let (mut n, mut total) = (0, 0);
+        let mut bound = (0, 0);
         Sorted::of(&counts, 1).write(|chunk, count| {
-            if chunk.len() >= 2 {
-                n += pieces(count);
-                total += chunk.len() * pieces(count);
-            }
+            add_bound(&mut bound, chunk.len(), count);
             out.add(chunk, count)
         })?;
         out.finish()?;
         drop(counts);
         let runs = self.runs.as_mut().expect("made by next_run");
         runs.files.push(path);
-        runs.bound = (runs.bound.0 + n, runs.bound.1 + total);
+        runs.bound = (runs.bound.0 + bound.0, runs.bound.1 + bound.1);
         if self.runs.as_ref().is_some_and(|r| r.files.len() > FAN_IN) {
             self.merge_runs()?;
         }
@@ -268,9 +264,8 @@ impl Source for Spilled<'_> {
             }
             return counts.drain_into(f);
         }
-        spill.spill(counts)?;
-        let files = &spill.runs.as_ref().expect("has runs").files;
-        table::merge(table::open_runs(files)?, f, min_count)
+        // (The runs' merge, in byte order: what `sorted` gives with runs.)
+        spill.sorted(&mut counts, min_count, f)
     }
 }
 
