@@ -239,10 +239,14 @@ class Training:
         stage1 = cls.train(source, transition_size, pattern=pattern, special_tokens=specials, progress=progress,
                            text_field=options.text_field, skip_bad=options.skip_bad, max_memory=max_memory,
                            min_frequency=min_frequency)
-        trainer = capped_trainer(STAGE2_PATTERN, max_memory)
-        feed_capped(trainer, source, progress, options)
         span = max(stage1.vocab) + 1  # the first id of stage 2
         tokens = [stage1.vocab.get(i, b"") for i in range(span)]
+        trainer = capped_trainer(STAGE2_PATTERN, max_memory)
+        # Each stage-2 chunk counted under the ids stage 1 encodes it to, as
+        # it is read: these chunks are sentences, nearly all distinct, so
+        # counting their bytes kept the corpus twice (rust/train/ids.rs).
+        trainer.count_by_ids(stage1._core, tokens)
+        feed_capped(trainer, source, progress, options)
         target = vocab_size - len(specials)
         learnt = trainer.extend(stage1._core, tokens, target, progress, check_min_frequency(min_frequency),
                                 SUPERWORD_WORDS)

@@ -44,6 +44,9 @@ use crate::split::pretokenize::Splitter;
 use crate::vocab::{Rank, NONE};
 use superword_merge::{merge_runs, merge_with_heap, Joins, Merges, PartsScratch};
 
+/// Segments looked up together (`Encoder::encode_text_between`).
+const BATCH: usize = 32;
+
 /// The safe cuts of a first-stage vocabulary (see the module's doc): bit
 /// `a << 8 | b` is set when the bytes `a b` occur, in that order, inside
 /// some of its tokens; a cut between two bytes whose bit is clear is never
@@ -253,23 +256,53 @@ impl Encoder {
         }
     }
 
-    /// [`Encoder::encode_chunk_between`] of a chunk known to be UTF-8.
-    fn encode_text_between(
+    /// [`Encoder::encode_chunk_between`] of a chunk known to be UTF-8 (no check).
+    pub fn encode_text_between(
         &self,
         text: &str,
         cuts: &SafeCuts,
         memo: &mut super::Memo,
         out: &mut Vec<Rank>,
     ) -> Result<(), String> {
+        // The segments are found a batch at a time and then looked up, so
+        // that the look-ups of neighbouring segments (in vocabulary maps
+        // larger than the L2 cache) sit close together in the instruction
+        // stream and their cache misses overlap.
+        let bytes = text.as_bytes();
+        let (mut ends, mut n, mut from) = ([0usize; BATCH], 0, 0);
         let mut failed = None;
         cuts.segments(self.splitter(), text, |segment| {
-            if failed.is_none() {
-                if let Err(e) = self.encode_unseen(segment.as_bytes(), memo, out) {
-                    failed = Some(e);
+            ends[n] = segment.as_ptr() as usize - text.as_ptr() as usize + segment.len();
+            n += 1;
+            if n == BATCH {
+                if failed.is_none() {
+                    failed = self.encode_segments(bytes, from, &ends, memo, out).err();
                 }
+                (from, n) = (ends[BATCH - 1], 0);
             }
         })?;
-        failed.map_or(Ok(()), Err)
+        match failed {
+            Some(e) => Err(e),
+            None => self.encode_segments(bytes, from, &ends[..n], memo, out),
+        }
+    }
+
+    /// Encodes the segments of `bytes` from `from` to each of `ends` in turn
+    /// (at most `BATCH`).
+    #[inline(always)]
+    fn encode_segments(
+        &self,
+        bytes: &[u8],
+        mut from: usize,
+        ends: &[usize],
+        memo: &mut super::Memo,
+        out: &mut Vec<Rank>,
+    ) -> Result<(), String> {
+        for &end in ends {
+            self.encode_unseen(&bytes[from..end], memo, out)?;
+            from = end;
+        }
+        Ok(())
     }
 
     /// The slow path: BPE with the merge list over the whole chunk, from its

@@ -25,7 +25,7 @@ use super::stream::Output;
 use crate::input::arrow::{Bad, Strings, Width};
 use crate::run::batch::{run_batch, runs};
 use crate::run::bulk::Sink;
-use crate::split::pretokenize::Splitter;
+
 use crate::threads::pool as thread_pool;
 use crate::train::{self, ChunkCounts};
 use crate::vocab::Rank;
@@ -160,7 +160,7 @@ impl Array {
 /// left the other cores idle (a quarter more time than reading a text file).
 pub(super) fn count_records(
     py: Python<'_>,
-    splitter: &Splitter,
+    splitter: &dyn train::Chunker,
     parts: &Parts<'_>,
     rows: &Rows,
 ) -> PyResult<(ChunkCounts, Skipped)> {

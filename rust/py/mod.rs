@@ -26,6 +26,7 @@ mod stream;
 mod arrow;
 mod progress;
 mod made;
+mod tables;
 mod trainer;
 
 use encoder::CoreBPE;

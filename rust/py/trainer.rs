@@ -13,6 +13,7 @@ use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard, INTERRUPTED};
 use super::made::Made;
 use super::progress::bar;
+use super::tables;
 use crate::encode::{Encoder, SafeCuts};
 use crate::progress::{Pace, Unit};
 use crate::run::pieces;
@@ -39,6 +40,17 @@ pub(super) struct Trainer {
     /// The ids `train` gave the special tokens, in the order given: after the
     /// ordinary tokens. Decided here only; Python reads them (`special_ids`).
     assigned: Vec<(String, Rank)>,
+    /// SuperBPE's second stage: its chunks counted under the ids of the
+    /// first stage (`count_by_ids`, `train/ids.rs`); `None`: by their bytes.
+    by_ids: Option<Box<train::IdChunker>>,
+}
+
+/// What the counting keys chunks by: their bytes, or the ids of `by_ids`.
+fn chunker<'a>(splitter: &'a Splitter, by_ids: &'a Option<Box<train::IdChunker>>) -> &'a dyn train::Chunker {
+    match by_ids {
+        Some(ids) => &**ids,
+        None => splitter,
+    }
 }
 
 #[pymethods]
@@ -54,12 +66,38 @@ impl Trainer {
             tokens: Vec::new(),
             built: None,
             assigned: Vec::new(),
+            by_ids: None,
         })
+    }
+
+    /// Counts the chunks fed from now on under the ids `base` (a byte-level
+    /// vocabulary whose ordinary tokens are `base_tokens`, by id, b"" for
+    /// an id with none) encodes each to whole, between its safe cuts:
+    /// SuperBPE's second stage, which `extend` then trains from. Before
+    /// anything is fed; counts by ids are for `extend` alone.
+    fn count_by_ids(&mut self, py: Python<'_>, base: PyRef<'_, CoreBPE>, base_tokens: Vec<Vec<u8>>) -> PyResult<()> {
+        if !self.counts.is_empty() || self.spill.has_runs() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "count_by_ids must come before anything is fed: these counts are by bytes",
+            ));
+        }
+        let stage1 = base.enc.splitter().clone();
+        let chunker = py.allow_threads(|| {
+            guard(|| {
+                let ranks =
+                    base_tokens.iter().enumerate().filter(|(_, t)| !t.is_empty()).map(|(i, t)| (t.clone(), i as Rank));
+                let enc = Encoder::with_splitter(ranks.collect(), FxHashMap::default(), stage1)?;
+                let cuts = SafeCuts::new(base_tokens.iter().map(Vec::as_slice));
+                Ok(train::IdChunker::new(self.splitter.clone(), enc, cuts))
+            })
+        })?;
+        self.by_ids = Some(Box::new(chunker));
+        Ok(())
     }
 
     /// Counts a batch of documents (each str is one document), all cores, GIL released.
     fn feed_texts(&mut self, py: Python<'_>, texts: Vec<String>) -> PyResult<()> {
-        let splitter = &self.splitter;
+        let splitter = chunker(&self.splitter, &self.by_ids);
         let counts = &mut self.counts;
         let spill = &mut self.spill;
         py.allow_threads(|| {
@@ -76,7 +114,7 @@ impl Trainer {
     /// Streams UTF-8 files and counts their chunks, with a progress bar.
     fn feed_files(&mut self, py: Python<'_>, paths: Vec<PathBuf>, progress: bool) -> PyResult<()> {
         let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
-        let splitter = &self.splitter;
+        let splitter = chunker(&self.splitter, &self.by_ids);
         let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
             // Freed memory goes back to the system at once only under a cap:
@@ -117,7 +155,7 @@ impl Trainer {
         progress: bool,
     ) -> PyResult<Vec<u64>> {
         let total: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
-        let splitter = &self.splitter;
+        let splitter = chunker(&self.splitter, &self.by_ids);
         let (counts, spill) = (&mut self.counts, &mut self.spill);
         py.allow_threads(|| {
             // As in `feed_files`: at once only under a cap.
@@ -155,7 +193,7 @@ impl Trainer {
         skip_bad: bool,
     ) -> PyResult<(u64, Option<String>)> {
         let rows = super::arrow::Rows { name, first_row, skip_bad };
-        let (batch, skipped) = super::arrow::count_records(py, &self.splitter, &array, &rows)?;
+        let (batch, skipped) = super::arrow::count_records(py, chunker(&self.splitter, &self.by_ids), &array, &rows)?;
         self.counts = train::merge_counts(std::mem::take(&mut self.counts), batch);
         guard(|| self.spill.check(&mut self.counts))?; // under the memory cap, if any
         Ok((skipped.count, skipped.first))
@@ -193,6 +231,7 @@ impl Trainer {
         specials: Vec<String>,
         min_frequency: u64,
     ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+        self.by_bytes("training from scratch")?;
         use std::sync::atomic::{AtomicBool, Ordering};
         // The counts go to the training as a source (`train::Spilled`), as
         // in `extend`: spilled runs merged as they are read.
@@ -282,6 +321,8 @@ impl Trainer {
         let (counts, spill) = (std::mem::take(&mut self.counts), &mut self.spill);
         let enc = &base.enc;
         let start = base_tokens.len();
+        // Counted by ids (`count_by_ids`), the words are read from the keys.
+        let by_ids = self.by_ids.take().is_some();
         py.allow_threads(|| {
             let counts = spill.source(counts, min_frequency);
             let learnt = guard(|| {
@@ -298,6 +339,9 @@ impl Trainer {
                 let encoder = || {
                     let mut memo = enc.memo();
                     move |bytes: &[u8], out: &mut Vec<Rank>| {
+                        if by_ids {
+                            return train::read_key(bytes, out);
+                        }
                         // Every byte is a token of a byte-level base, so this cannot fail.
                         match cuts {
                             Some(cuts) => enc.encode_chunk_between(bytes, cuts, &mut memo, out),
@@ -349,6 +393,7 @@ impl Trainer {
         progress: bool,
         min_frequency: u64,
     ) -> PyResult<Vec<Vec<Rank>>> {
+        self.by_bytes("training from scratch")?;
         // The counts go to the training as a source, as in `train`: spilled
         // runs merged as they are read, never into one map first.
         let (counts, spill) = (std::mem::take(&mut self.counts), &mut self.spill);
@@ -425,23 +470,9 @@ impl Trainer {
     /// for errors); the counts stay (moved into a run if some were spilled).
     /// Returns (entries, total).
     fn save_counts(&mut self, py: Python<'_>, fd: i32, name: &str) -> PyResult<(u64, u64)> {
+        self.by_bytes("saving counts")?;
         let (counts, spill) = (&mut self.counts, &mut self.spill);
-        py.allow_threads(|| {
-            guard(|| {
-                let file = borrowed(fd);
-                let mut out = table::TableWriter::new(&*file, name, spill.pattern())?;
-                let mut n = 0u64;
-                spill.sorted(counts, 1, |chunk, count| {
-                    n += 1;
-                    if n % (1 << 20) == 0 {
-                        check_interrupt()?;
-                    }
-                    out.add(chunk, count)
-                })?;
-                let (entries, total, _) = out.finish()?;
-                Ok((entries, total))
-            })
-        })
+        py.allow_threads(|| guard(|| tables::save(counts, spill, fd, name)))
     }
 
     /// A trainer holding the counts of the table at `path` (its pattern),
@@ -452,28 +483,14 @@ impl Trainer {
         let pattern = guard(|| Ok(table::TableReader::open(&path)?.pattern().to_string()))?;
         let mut trainer = Trainer::new(&pattern)?;
         let counts = &mut trainer.counts;
-        py.allow_threads(|| {
-            let _free = crate::ReturnFreedMemory::new();
-            guard(|| {
-                let mut table = table::TableReader::open(&path)?;
-                let mut n = 0u64;
-                while let Some((chunk, count)) = table.next_entry()? {
-                    if count >= min_frequency {
-                        counts.add(chunk, count);
-                    }
-                    n += 1;
-                    if n % (1 << 20) == 0 {
-                        check_interrupt()?;
-                    }
-                }
-                Ok(())
-            })
-        })?;
+        py.allow_threads(|| guard(|| tables::load(&path, min_frequency, counts)))?;
         Ok(trainer)
     }
 
     /// Adds `other`'s counts (spilled ones included) to these.
     fn add_counts(&mut self, py: Python<'_>, other: PyRef<'_, Trainer>) -> PyResult<()> {
+        self.by_bytes("adding counts")?;
+        other.by_bytes("adding counts")?;
         if other.spill.pattern() != self.spill.pattern() {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "cannot merge counts made with different split patterns; count both with the same pattern",
@@ -502,6 +519,7 @@ impl Trainer {
     /// the chunks seen fewer than `min_frequency` times; these stay.
     #[pyo3(signature = (min_frequency = 1))]
     fn fork(&mut self, py: Python<'_>, min_frequency: u64) -> PyResult<Trainer> {
+        self.by_bytes("forking counts")?;
         let mut fork = Trainer::new(self.spill.pattern())?;
         let (counts, spill) = (&mut self.counts, &mut self.spill);
         fork.counts = py.allow_threads(|| {
@@ -523,28 +541,7 @@ impl Trainer {
     /// memory. Returns the pattern, and (entries, total) written.
     #[staticmethod]
     fn merge_count_files(py: Python<'_>, paths: Vec<PathBuf>, fd: i32, name: &str) -> PyResult<(String, u64, u64)> {
-        py.allow_threads(|| {
-            guard(|| {
-                let tables = table::open_all(&paths)?;
-                let pattern = tables.first().map(|t| t.pattern().to_string()).ok_or("no count tables to merge")?;
-                let file = borrowed(fd);
-                let mut out = table::TableWriter::new(&*file, name, &pattern)?;
-                let mut n = 0u64;
-                table::merge(
-                    tables,
-                    |chunk, count| {
-                        n += 1;
-                        if n % (1 << 20) == 0 {
-                            check_interrupt()?;
-                        }
-                        out.add(chunk, count)
-                    },
-                    1,
-                )?;
-                let (entries, total, _) = out.finish()?;
-                Ok((pattern, entries, total))
-            })
-        })
+        py.allow_threads(|| guard(|| tables::merge_files(&paths, fd, name)))
     }
 
     /// Removes the counts spilled to disk (and forgets them), now rather
@@ -554,13 +551,17 @@ impl Trainer {
     }
 }
 
-/// The caller's open descriptor as a `File` that is never closed here.
-fn borrowed(fd: i32) -> std::mem::ManuallyDrop<std::fs::File> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: the caller (Python) keeps `fd` open for the whole call, and
-    // the `File` is never dropped, so it never closes a descriptor it does
-    // not own.
-    std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) })
+impl Trainer {
+    /// An error unless the counts are by bytes (not `count_by_ids`): `what`
+    /// needs chunks' bytes.
+    fn by_bytes(&self, what: &str) -> PyResult<()> {
+        match self.by_ids {
+            None => Ok(()),
+            Some(_) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{what} needs counts by bytes; these are by ids (count_by_ids), for extend alone"
+            ))),
+        }
+    }
 }
 
 /// An encoder for ordinary tokens `tokens` (id = index) and `specials`.

@@ -11,7 +11,7 @@
 use rustc_hash::FxHashSet;
 
 use crate::encode::{ids_buffer, Encoder};
-use crate::split::pretokenize::{cut_at, is_safe_cut, is_word_cut, last_safe_cut, Splitter};
+use crate::split::pretokenize::{cut_at, is_safe_cut, is_word_cut, last_safe_cut};
 use crate::train::{self, ChunkCounts};
 use crate::vocab::Rank;
 
@@ -122,7 +122,7 @@ pub fn encode_pieces(enc: &Encoder, pieces: &[&str], allowed: &FxHashSet<String>
 /// `group_bytes`, calling `between` before each group. Each group is counted
 /// on all cores, as a whole call would be.
 pub fn count_documents_interruptibly(
-    splitter: &Splitter,
+    splitter: &dyn train::Chunker,
     docs: &[&str],
     group_bytes: usize,
     mut between: impl FnMut() -> Result<(), String>,
@@ -208,6 +208,7 @@ pub fn groups(sizes: &[usize], group_bytes: usize) -> Vec<std::ops::Range<usize>
 mod tests {
     use super::*;
     use crate::split::patterns::{GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::split::pretokenize::Splitter;
     use rustc_hash::FxHashMap;
 
     /// `concat_parallel` is `concat`, empty lists and all, on any pool.

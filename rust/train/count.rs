@@ -239,9 +239,33 @@ impl ChunkCounts {
     }
 }
 
+/// What counting cuts a text into, and what it keys each chunk by: a split
+/// pattern's chunks by their bytes (a [`Splitter`]), or SuperBPE's
+/// second-stage chunks by the ids its first stage encodes them to
+/// (`ids.rs`). Every way in (texts, files, records, Arrow) counts through
+/// one of these.
+pub trait Chunker: Sync {
+    /// Whether a long text may be cut at the split pattern's safe points
+    /// and its pieces counted apart (see `Splitter::cuttable`).
+    fn cuttable(&self) -> bool;
+
+    /// Counts the chunks of one document into `counts`.
+    fn count(&self, text: &str, counts: &mut ChunkCounts) -> Result<(), String>;
+}
+
+impl Chunker for Splitter {
+    fn cuttable(&self) -> bool {
+        Splitter::cuttable(self)
+    }
+
+    fn count(&self, text: &str, counts: &mut ChunkCounts) -> Result<(), String> {
+        self.for_each_chunk(text, |chunk| counts.add(chunk.as_bytes(), 1))
+    }
+}
+
 /// Counts the chunks of one document into `counts` (single thread).
-pub fn count_chunks(splitter: &Splitter, text: &str, counts: &mut ChunkCounts) -> Result<(), String> {
-    splitter.for_each_chunk(text, |chunk| counts.add(chunk.as_bytes(), 1))
+pub fn count_chunks(chunker: &dyn Chunker, text: &str, counts: &mut ChunkCounts) -> Result<(), String> {
+    chunker.count(text, counts)
 }
 
 /// The sum of two counts (iterating the smaller maps).
@@ -265,7 +289,7 @@ fn drain_map<K: Eq + std::hash::Hash>(into: &mut FxHashMap<K, u64>, from: &mut F
 /// Counts the chunks of many documents, in parallel over the threads of
 /// this process's pool (`threads::install`).
 /// Long documents are cut at safe points when the pattern allows it.
-pub fn count_documents(splitter: &Splitter, docs: &[&str]) -> Result<ChunkCounts, String> {
+pub fn count_documents(splitter: &dyn Chunker, docs: &[&str]) -> Result<ChunkCounts, String> {
     let mut pieces: Vec<&str> = Vec::new();
     for doc in docs {
         if splitter.cuttable() && doc.len() > SEGMENT_BYTES {
@@ -278,7 +302,7 @@ pub fn count_documents(splitter: &Splitter, docs: &[&str]) -> Result<ChunkCounts
         pieces
             .par_iter()
             .try_fold(ChunkCounts::default, |mut acc, piece| {
-                splitter.for_each_chunk(piece, |chunk| acc.add(chunk.as_bytes(), 1))?;
+                splitter.count(piece, &mut acc)?;
                 Ok(acc)
             })
             .try_reduce(ChunkCounts::default, |a, b| Ok(merge_counts(a, b)))

@@ -55,10 +55,12 @@ mod cold;
 mod heap;
 mod merging;
 mod picky;
+mod ids;
 #[cfg(test)]
 mod testing;
 
-pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Source, Tally};
+pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Chunker, Source, Tally};
+pub use ids::{read_key, IdChunker};
 pub use merging::Merge;
 pub use picky::{learn_picky, Event};
 pub use pipeline::{count_files, count_files_into, count_records_into};

@@ -8,8 +8,8 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc::Receiver;
 
-use super::count::{count_chunks, ChunkCounts, Tally, SEGMENT_BYTES};
-use crate::split::pretokenize::{last_safe_cut, Splitter};
+use super::count::{count_chunks, ChunkCounts, Chunker, Tally, SEGMENT_BYTES};
+use crate::split::pretokenize::last_safe_cut;
 
 /// How many bytes of a file are read at a time: each read is cut back to its
 /// last safe cut point, the rest carried into the next, and the piece before
@@ -30,7 +30,7 @@ const READ_BYTES: usize = SEGMENT_BYTES;
 /// Memory: a few segments in flight plus the counts. (What it replaced:
 /// docs/dev/performance.md, "Streaming files".)
 pub fn count_files(
-    splitter: &Splitter,
+    splitter: &dyn Chunker,
     paths: &[std::path::PathBuf],
     on_bytes: impl FnMut(u64) -> Result<(), String>,
 ) -> Result<ChunkCounts, String> {
@@ -42,7 +42,7 @@ pub fn count_files(
 /// [`count_files`], adding the counts to `total` as the counting threads
 /// hand them over (every `total.flush_bytes()` of text each).
 pub fn count_files_into(
-    splitter: &Splitter,
+    splitter: &dyn Chunker,
     paths: &[std::path::PathBuf],
     total: &mut dyn Tally,
     on_bytes: impl FnMut(u64) -> Result<(), String>,
@@ -97,7 +97,7 @@ fn count_files_to(
 /// `on_bytes`: bytes read (as stored). Returns the bad records skipped in
 /// each file (`skip_bad`).
 pub fn count_records_into(
-    splitter: &Splitter,
+    splitter: &dyn Chunker,
     paths: &[std::path::PathBuf],
     field: &[String],
     skip_bad: bool,
@@ -116,7 +116,7 @@ pub fn count_records_into(
 
 /// `count_records_into` through the pipeline: one reader for all files.
 pub(super) fn count_records_into_pipeline(
-    splitter: &Splitter,
+    splitter: &dyn Chunker,
     paths: &[std::path::PathBuf],
     field: &[String],
     skip_bad: bool,
@@ -330,6 +330,7 @@ fn read_segments(
 mod tests {
     use super::*;
     use crate::split::patterns::{GPT2_PATTERN, GPT4O_PATTERN, GPT4_PATTERN};
+    use crate::split::pretokenize::Splitter;
     use crate::train::testing::random_text;
 
     /// Temporary files holding `texts`, removed when dropped.

@@ -22,9 +22,8 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, PoisonError};
 
-use super::count::{count_chunks, ChunkCounts, Tally};
+use super::count::{count_chunks, ChunkCounts, Chunker, Tally};
 use crate::input::records::{read_batches, BATCH_BYTES};
-use crate::split::pretokenize::Splitter;
 
 /// How often the calling thread reports progress (and hears of Ctrl-C).
 const POLL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -37,7 +36,7 @@ const STOPPED: &str = "\u{0}stopped";
 /// thread every `POLL` and may stop the work by returning an error. Returns
 /// the bad records skipped in each file (`skip_bad`).
 pub(super) fn count_record_files(
-    splitter: &Splitter,
+    splitter: &dyn Chunker,
     paths: &[std::path::PathBuf],
     field: &[String],
     skip_bad: bool,
@@ -142,6 +141,7 @@ pub(super) fn count_record_files(
 mod tests {
     use super::*;
     use crate::split::patterns::GPT4_PATTERN;
+    use crate::split::pretokenize::Splitter;
     use crate::train::pipeline::count_records_into_pipeline;
     use crate::train::testing::random_text;
 

@@ -181,6 +181,52 @@ def test_deterministic_across_threads_and_memory_caps(tmp_path):
     assert files[0] == files[1] == files[2]
 
 
+@pytest.mark.timeout(300)
+def test_every_kind_of_source_gives_the_same_vocabulary(tmp_path):
+    """Stage 2 counts its chunks by the ids stage 1 encodes them to, on every
+    way in: texts, JSON Lines records (compressed too) and Parquet (Arrow
+    batches) give the vocabulary of the same documents as texts, capped or
+    not (rust/train/ids.rs)."""
+    import gzip
+    import json
+    records = [SHAKESPEARE[i:i + 5000] for i in range(0, 200_000, 5000)] + [UDHR[:20_000]]
+    expected = merges_of(Tokenizer.train(records, 900, superbpe=600))
+    lines = "".join(json.dumps({"text": r}) + "\n" for r in records).encode()
+    (tmp_path / "r.jsonl").write_bytes(lines)
+    (tmp_path / "r.jsonl.gz").write_bytes(gzip.compress(lines))
+    sources = [[tmp_path / "r.jsonl"], [tmp_path / "r.jsonl.gz"]]
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"text": records}), tmp_path / "r.parquet", row_group_size=7)
+        sources.append([tmp_path / "r.parquet"])
+    except ImportError:  # the data extra is optional; the other sources still run
+        pass
+    for source in sources:
+        for cap in (None, "100K"):
+            assert merges_of(Tokenizer.train(source, 900, superbpe=600, max_memory=cap)) == expected, (source, cap)
+
+
+def test_counts_by_ids_are_for_stage_2_alone():
+    """A trainer counting by ids (stage 2's) refuses what needs chunks' bytes."""
+    from bpe import _core
+    stage1 = Tokenizer.train(SHAKESPEARE[:20_000], 300)
+    tokens = [stage1.vocab.get(i, b"") for i in range(max(stage1.vocab) + 1)]
+    trainer = _core.Trainer(STAGE2_PATTERN)
+    trainer.count_by_ids(stage1._core, tokens)
+    trainer.feed_texts([SHAKESPEARE[:20_000]])
+    for call, what in [(lambda: trainer.train(400, False), "training from scratch"),
+                       (lambda: trainer.train_picky(400, 0.9, False), "training from scratch"),
+                       (lambda: trainer.fork(), "forking counts"),
+                       (lambda: trainer.save_counts(0, "x"), "saving counts")]:
+        with pytest.raises(ValueError, match=f"{what} needs counts by bytes"):
+            call()
+    fed = _core.Trainer(STAGE2_PATTERN)
+    fed.feed_texts([SHAKESPEARE[:1000]])
+    with pytest.raises(ValueError, match="before anything is fed"):
+        fed.count_by_ids(stage1._core, tokens)
+
+
 def test_bad_arguments_say_what_to_do():
     with pytest.raises(ValueError, match="below vocab_size"):
         Tokenizer.train(SHAKESPEARE[:10_000], 500, superbpe=500)
