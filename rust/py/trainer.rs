@@ -339,9 +339,6 @@ impl Trainer {
                 let encoder = || {
                     let mut memo = enc.memo();
                     move |bytes: &[u8], out: &mut Vec<Rank>| {
-                        if by_ids {
-                            return train::read_key(bytes, out);
-                        }
                         // Every byte is a token of a byte-level base, so this cannot fail.
                         match cuts {
                             Some(cuts) => enc.encode_chunk_between(bytes, cuts, &mut memo, out),
@@ -363,7 +360,7 @@ impl Trainer {
                     checked = std::time::Instant::now();
                     check_interrupt()
                 };
-                let learnt = train::extend_merges(counts, &base_tokens, encoder, target, allow, between, |_, size| {
+                let on_merge = |_: &train::Merge, size: usize| {
                     pb.set_position((size - start) as u64);
                     n += 1;
                     if n % 256 == 0 {
@@ -371,7 +368,12 @@ impl Trainer {
                     } else {
                         Ok(())
                     }
-                });
+                };
+                let learnt = if by_ids {
+                    train::extend_merges_by_ids(counts, &base_tokens, target, allow, between, on_merge)
+                } else {
+                    train::extend_merges(counts, &base_tokens, encoder, target, allow, between, on_merge)
+                };
                 pb.abandon();
                 Ok(learnt?.iter().map(|m| (m.left, m.right, m.new)).collect())
             });

@@ -134,7 +134,7 @@ fn extend(
     let merges = extend_tuned(
         counts.clone(),
         base,
-        || encode,
+        Some(|| encode),
         target,
         allow,
         tuning,

@@ -82,7 +82,7 @@ pub fn write_key(ids: &[Rank], key: &mut Vec<u8>) {
 
 /// Appends the ids of `key` (made by [`write_key`]) to `out`.
 #[inline]
-pub fn read_key(key: &[u8], out: &mut Vec<Rank>) {
+pub(super) fn read_key(key: &[u8], out: &mut Vec<Rank>) {
     let mut v: Rank = 0;
     let mut shift = 0;
     for &b in key {
@@ -103,7 +103,7 @@ mod tests {
     use super::*;
     use crate::split::patterns::GPT4_PATTERN;
     use crate::split::superword::STAGE2_PATTERN;
-    use crate::train::{count_documents, extend_merges, learn_merges, superword_allowed};
+    use crate::train::{count_documents, extend_merges, extend_merges_by_ids, learn_merges, superword_allowed};
 
     #[test]
     fn keys_read_back_to_their_ids_and_differ_for_different_ids() {
@@ -213,7 +213,7 @@ mod tests {
         let from_bytes = extend_merges(counts, &tokens, || encode, 1400, allow(), || Ok(()), |_, _| Ok(())).unwrap();
         let by_ids = IdChunker::new(stage2, encoder(&tokens), cuts);
         let counts = count_documents(&by_ids, &[&text]).unwrap();
-        let from_ids = extend_merges(counts, &tokens, || read_key, 1400, allow(), || Ok(()), |_, _| Ok(())).unwrap();
+        let from_ids = extend_merges_by_ids(counts, &tokens, 1400, allow(), || Ok(()), |_, _| Ok(())).unwrap();
         assert_eq!(from_bytes.len(), 1400 - 1000);
         assert_eq!(from_ids, from_bytes);
     }

@@ -60,7 +60,7 @@ mod ids;
 mod testing;
 
 pub use count::{count_chunks, count_documents, merge_counts, ChunkCounts, Chunker, Source, Tally};
-pub use ids::{read_key, IdChunker};
+pub use ids::IdChunker;
 pub use merging::Merge;
 pub use picky::{learn_picky, Event};
 pub use pipeline::{count_files, count_files_into, count_records_into};
@@ -149,15 +149,29 @@ pub fn extend_merges<E>(
 where
     E: FnMut(&[u8], &mut Vec<u32>) + Send,
 {
-    extend_tuned(counts, base, encoder, target, allow, Tuning::DEFAULT, between, on_merge)
+    extend_tuned(counts, base, Some(encoder), target, allow, Tuning::DEFAULT, between, on_merge)
 }
 
-/// [`extend_merges`] with `tuning`.
+/// [`extend_merges`] from counts by ids (`ids.rs`): each word is its key
+/// read back, on the calling thread (no encoding left to share out).
+pub fn extend_merges_by_ids(
+    counts: impl Source,
+    base: &[Vec<u8>],
+    target: usize,
+    allow: Option<Allow>,
+    between: impl FnMut() -> Result<(), String>,
+    on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
+) -> Result<Vec<Merge>, String> {
+    type Encode = fn(&[u8], &mut Vec<u32>);
+    extend_tuned(counts, base, None::<fn() -> Encode>, target, allow, Tuning::DEFAULT, between, on_merge)
+}
+
+/// [`extend_merges`] with `tuning`; without an encoder, from counts by ids.
 #[allow(clippy::too_many_arguments)]
 fn extend_tuned<E>(
     counts: impl Source,
     base: &[Vec<u8>],
-    encoder: impl Fn() -> E + Sync,
+    encoder: Option<impl Fn() -> E + Sync>,
     target: usize,
     allow: Option<Allow>,
     tuning: Tuning,
@@ -171,7 +185,7 @@ where
     fn run<S: Symbol, E: FnMut(&[u8], &mut Vec<u32>) + Send>(
         counts: impl Source,
         base: &[Vec<u8>],
-        encoder: &(impl Fn() -> E + Sync),
+        encoder: Option<&(impl Fn() -> E + Sync)>,
         target: usize,
         allow: Option<Allow>,
         tuning: Tuning,
@@ -179,15 +193,20 @@ where
         mut on_merge: impl FnMut(&Merge, usize) -> Result<(), String>,
     ) -> Result<Vec<Merge>, String> {
         let vocab: Vec<std::sync::Arc<[u8]>> = base.iter().map(|b| std::sync::Arc::from(&b[..])).collect();
-        let start = || {
-            let (mut encode, mut ids) = (encoder(), Vec::new());
-            move |bytes: &[u8], out: &mut Vec<S>| {
-                ids.clear();
-                encode(bytes, &mut ids);
-                out.extend(ids.iter().map(|&i| S::from_id(i)));
+        let words = match encoder {
+            Some(encoder) => {
+                let start = || {
+                    let (mut encode, mut ids) = (encoder(), Vec::new());
+                    move |bytes: &[u8], out: &mut Vec<S>| {
+                        ids.clear();
+                        encode(bytes, &mut ids);
+                        out.extend(ids.iter().map(|&i| S::from_id(i)));
+                    }
+                };
+                Words::<S>::new_with(counts, start, tuning.encode_batch, &mut between)?
             }
+            None => Words::<S>::of_keys(counts, &mut between)?,
         };
-        let words = Words::<S>::new_with(counts, start, tuning.encode_batch, &mut between)?;
         let with_allow = |mut state: Merging<S>| {
             if let Some(allow) = &allow {
                 state.set_allow(allow.clone());
@@ -213,9 +232,9 @@ where
         run_loop(state, target, on_merge)
     }
     if target <= 1 << 16 {
-        run::<u16, E>(counts, base, &encoder, target, allow, tuning, between, on_merge)
+        run::<u16, E>(counts, base, encoder.as_ref(), target, allow, tuning, between, on_merge)
     } else {
-        run::<u32, E>(counts, base, &encoder, target, allow, tuning, between, on_merge)
+        run::<u32, E>(counts, base, encoder.as_ref(), target, allow, tuning, between, on_merge)
     }
 }
 

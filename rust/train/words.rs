@@ -243,6 +243,33 @@ impl<S: Symbol> Words<S> {
         Ok(w)
     }
 
+    /// The words of counts by ids (`ids.rs`), each its key read back, on
+    /// this thread: reading a key costs less than handing it to a pool.
+    /// `between` runs every 2^16 words (Ctrl-C).
+    pub(super) fn of_keys(
+        counts: impl Source,
+        mut between: impl FnMut() -> Result<(), String>,
+    ) -> Result<Words<S>, String> {
+        let mut w = Words::sized(counts.bound())?;
+        let (mut ids, mut n) = (Vec::new(), 0u32);
+        counts.drain_into(&mut |key, freq| {
+            if key.len() >= 2 {
+                ids.clear();
+                super::ids::read_key(key, &mut ids);
+                let first = w.symbols.len();
+                w.symbols.extend(ids.iter().map(|&i| S::from_id(i)));
+                w.push(first, freq);
+                n = n.wrapping_add(1);
+                if n % (1 << 16) == 0 {
+                    between()?;
+                }
+            }
+            Ok(())
+        })?;
+        w.live = w.symbols.len();
+        Ok(w)
+    }
+
     /// Words of the given symbols and counts, in order (see `cut.rs`), each
     /// of two symbols or more; `None` if they are more than word ids can
     /// number (see [`Words::sized`]).
