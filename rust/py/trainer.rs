@@ -84,9 +84,7 @@ impl Trainer {
         let stage1 = base.enc.splitter().clone();
         let chunker = py.allow_threads(|| {
             guard(|| {
-                let ranks =
-                    base_tokens.iter().enumerate().filter(|(_, t)| !t.is_empty()).map(|(i, t)| (t.clone(), i as Rank));
-                let enc = Encoder::with_splitter(ranks.collect(), FxHashMap::default(), stage1)?;
+                let enc = encoder_of(&base_tokens, FxHashMap::default(), stage1)?;
                 let cuts = SafeCuts::new(base_tokens.iter().map(Vec::as_slice));
                 Ok(train::IdChunker::new(self.splitter.clone(), enc, cuts))
             })
@@ -333,7 +331,9 @@ impl Trainer {
                 // bytes they took half of stage 2's time; between the base's
                 // safe cuts, word by word with a cache, the same ids
                 // (`encode/superword.rs`).
-                let cuts = superword_words.map(|_| SafeCuts::new(base_tokens.iter().map(Vec::as_slice)));
+                // (Counted by ids, the chunks were encoded already.)
+                let cuts =
+                    superword_words.filter(|_| !by_ids).map(|_| SafeCuts::new(base_tokens.iter().map(Vec::as_slice)));
                 let cuts = cuts.as_ref();
                 // One encoder per thread, each with a cache of its own.
                 let encoder = || {
@@ -567,7 +567,9 @@ impl Trainer {
 }
 
 /// An encoder for ordinary tokens `tokens` (id = index) and `specials`.
+/// (An empty token stands for an id with none, and is left out.)
 fn encoder_of(tokens: &[Vec<u8>], specials: FxHashMap<String, Rank>, splitter: Splitter) -> Result<Encoder, String> {
-    let ranks = tokens.iter().enumerate().map(|(id, b)| (b.clone(), id as Rank)).collect();
+    let ranks = tokens.iter().enumerate().filter(|(_, b)| !b.is_empty()).map(|(id, b)| (b.clone(), id as Rank));
+    let ranks = ranks.collect();
     Encoder::with_splitter(ranks, specials, splitter)
 }

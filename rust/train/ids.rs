@@ -103,6 +103,7 @@ mod tests {
     use super::*;
     use crate::split::patterns::GPT4_PATTERN;
     use crate::split::superword::STAGE2_PATTERN;
+    use crate::train::testing::shakespeare as corpus;
     use crate::train::{count_documents, extend_merges, extend_merges_by_ids, learn_merges, superword_allowed};
 
     #[test]
@@ -128,11 +129,6 @@ mod tests {
             assert_eq!(&back, ids);
             assert_eq!(seen.insert(key, ids.clone()), None, "two sequences, one key");
         }
-    }
-
-    fn corpus() -> String {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/corpora/tinyshakespeare.txt");
-        std::fs::read_to_string(path).unwrap()[..300_000].to_string()
     }
 
     /// A byte-level first stage of `size` ids learnt from `text`: its tokens by id.
@@ -175,27 +171,25 @@ mod tests {
         // Many documents (each a call with a memo of its own), and one.
         let docs: Vec<&str> = text.split_inclusive("\n\n").collect();
         assert!(docs.len() > 100);
-        let by_bytes = count_documents(&stage2, &docs).unwrap();
         let enc = encoder(&tokens);
-        let mut expected = ChunkCounts::default();
-        by_bytes.for_each(|chunk, n| {
-            let (mut ids, mut key) = (Vec::new(), Vec::new());
-            enc.encode_chunk(chunk, &mut ids).unwrap();
-            write_key(&ids, &mut key);
-            expected.add(&key, n);
-        });
-        assert!(expected.len() > 1000);
-        assert_eq!(as_map(&count_documents(&by_ids, &docs).unwrap()), as_map(&expected));
+        // `docs` counted by bytes, each chunk then keyed by the ids the
+        // first stage encodes it to whole.
+        let expected = |docs: &[&str]| {
+            let mut keyed = ChunkCounts::default();
+            count_documents(&stage2, docs).unwrap().for_each(|chunk, n| {
+                let (mut ids, mut key) = (Vec::new(), Vec::new());
+                enc.encode_chunk(chunk, &mut ids).unwrap();
+                write_key(&ids, &mut key);
+                keyed.add(&key, n);
+            });
+            as_map(&keyed)
+        };
+        let many = expected(&docs);
+        assert!(many.len() > 1000);
+        assert_eq!(as_map(&count_documents(&by_ids, &docs).unwrap()), many);
         let mut whole = ChunkCounts::default();
         by_ids.count(&text, &mut whole).unwrap();
-        let mut whole_expected = ChunkCounts::default();
-        count_documents(&stage2, &[&text]).unwrap().for_each(|chunk, n| {
-            let (mut ids, mut key) = (Vec::new(), Vec::new());
-            enc.encode_chunk(chunk, &mut ids).unwrap();
-            write_key(&ids, &mut key);
-            whole_expected.add(&key, n);
-        });
-        assert_eq!(as_map(&whole), as_map(&whole_expected));
+        assert_eq!(as_map(&whole), expected(&[&text]));
     }
 
     /// Stage 2 learns the same merges from counts by ids (their words read

@@ -9,6 +9,7 @@ use crate::encode::Encoder;
 use crate::split::patterns::GPT4_PATTERN;
 use crate::split::pretokenize::Splitter;
 use crate::split::superword::STAGE2_PATTERN as STAGE2;
+use crate::train::testing::shakespeare as corpus;
 use crate::vocab::Rank;
 
 /// A two-stage vocabulary trained on `text`: `transition` ids from the first
@@ -40,11 +41,6 @@ fn two_stages(text: &str, transition: usize, target: usize) -> (Encoder, Vec<(Ra
     let ranks: FxHashMap<Vec<u8>, Rank> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as Rank)).collect();
     let enc = Encoder::superbpe(ranks, FxHashMap::default(), &merges, p2, p1, transition as Rank).unwrap();
     (enc, merges)
-}
-
-fn corpus() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/corpora/tinyshakespeare.txt");
-    std::fs::read_to_string(path).unwrap()[..300_000].to_string()
 }
 
 #[test]

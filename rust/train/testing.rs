@@ -21,6 +21,13 @@ pub(super) fn random_text(words: &[&str], count: usize, max_words: u64, mut seed
     text
 }
 
+/// The first 300,000 bytes of `corpora/tinyshakespeare.txt`: real text for
+/// the two-stage (SuperBPE) tests.
+pub(super) fn shakespeare() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/corpora/tinyshakespeare.txt");
+    std::fs::read_to_string(path).unwrap()[..300_000].to_string()
+}
+
 /// A fresh directory for a test (`bpe-test-NAME-PID` in the system's
 /// temporary directory), removed when dropped.
 pub(super) struct TempDir(pub(super) PathBuf);
