@@ -41,7 +41,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::words::{Pair, Symbol, Words};
+use super::words::{pieces, Pair, Symbol, Words};
 
 /// Counters in the sketch: at most 2^24, of 16 bits, 32 MB (a few tens of
 /// millions of distinct pairs leave most counters to one pair or none;
@@ -91,13 +91,21 @@ impl Sketch {
             crate::threads::install(|| {
                 counters.par_chunks_mut(share).enumerate().for_each(|(k, mine)| {
                     let from = k * share;
+                    // A word's counters are found and fetched first, then
+                    // added to: their cache misses overlap.
+                    let mut ats: Vec<usize> = Vec::new();
                     for i in first..last {
                         let f = words.meta[i].freq.min(u16::MAX.into()) as u16;
+                        ats.clear();
                         for p in words.word(i).windows(2) {
                             let at = slot((p[0], p[1]), bits).wrapping_sub(from);
                             if at < mine.len() {
-                                mine[at] = mine[at].saturating_add(f);
+                                super::merging::prefetch(&mine[at]);
+                                ats.push(at);
                             }
+                        }
+                        for &at in &ats {
+                            mine[at] = mine[at].saturating_add(f);
                         }
                     }
                 })
@@ -201,9 +209,11 @@ const _: () = assert!(PARTS == 1 << 6);
 /// number of threads). `between` runs on the calling thread between blocks:
 /// an error from it (Ctrl-C) is returned.
 ///
-/// Pieces of up to four symbols (most of them) are keyed by their symbols
-/// packed in a `u128`, so that finding one reads no symbols elsewhere; the
-/// others by their symbols in `words`.
+/// Pieces of up to ten symbols (nearly all of them) are keyed by their
+/// symbols packed in one `u128` (up to five) or two, so that finding one
+/// reads no symbols elsewhere (keyed by a slice of the words, a piece found
+/// again was compared with its first copy, a cache miss in the words: a
+/// sixth of the cut's time); the others by their symbols in `words`.
 pub(super) fn cut<'w, S: Symbol>(
     words: &'w Words<S>,
     sketch: &Sketch,
@@ -213,14 +223,25 @@ pub(super) fn cut<'w, S: Symbol>(
     use rayon::prelude::*;
     type Parts<K> = Vec<FxHashMap<K, u64>>;
     type Buckets<K> = Vec<Vec<(K, u64)>>;
-    let mut short: Parts<u128> = (0..PARTS).map(|_| FxHashMap::default()).collect();
-    let mut long: Parts<&'w [S]> = (0..PARTS).map(|_| FxHashMap::default()).collect();
-    let mut buckets: Vec<(Buckets<u128>, Buckets<&'w [S]>)> = (0..STRETCHES)
-        .map(|_| ((0..PARTS).map(|_| Vec::new()).collect(), (0..PARTS).map(|_| Vec::new()).collect()))
-        .collect();
+    fn parts<K>() -> Parts<K> {
+        (0..PARTS).map(|_| FxHashMap::default()).collect()
+    }
+    fn buckets<K>() -> Buckets<K> {
+        (0..PARTS).map(|_| Vec::new()).collect()
+    }
+    let mut short: Parts<u128> = parts();
+    let mut medium: Parts<(u128, u128)> = parts();
+    let mut long: Parts<&'w [S]> = parts();
+    struct Stretch<'w, S> {
+        short: Buckets<u128>,
+        medium: Buckets<(u128, u128)>,
+        long: Buckets<&'w [S]>,
+    }
+    let mut stretches: Vec<Stretch<S>> =
+        (0..STRETCHES).map(|_| Stretch { short: buckets(), medium: buckets(), long: buckets() }).collect();
     let frequent = sketch.at_least(least);
     // Word `i`'s pieces into the buckets of their parts.
-    let scan = |i: usize, to_short: &mut Buckets<u128>, to_long: &mut Buckets<&'w [S]>| {
+    let scan = |i: usize, to: &mut Stretch<'w, S>| {
         let (word, f) = (words.word(i), u64::from(words.meta[i].freq));
         let mut start = 0;
         for k in 1..=word.len() {
@@ -232,12 +253,15 @@ pub(super) fn cut<'w, S: Symbol>(
             if piece.len() < 2 {
                 continue;
             }
-            if piece.len() <= 4 {
+            if piece.len() <= PACKED {
                 let key = pack(piece);
-                to_short[part(key as u64 ^ (key >> 64) as u64)].push((key, f));
+                to.short[part(fold(key))].push((key, f));
+            } else if piece.len() <= 2 * PACKED {
+                let key = (pack(&piece[..PACKED]), pack(&piece[PACKED..]));
+                to.medium[part(fold(key.0) ^ fold(key.1).rotate_left(32))].push((key, f));
             } else {
                 let h = piece.iter().fold(0u64, |h, s| (h ^ s.id() as u64).wrapping_mul(0x100_0000_01b3));
-                to_long[part(h)].push((piece, f));
+                to.long[part(h)].push((piece, f));
             }
         }
     };
@@ -251,47 +275,79 @@ pub(super) fn cut<'w, S: Symbol>(
         }
         let per = (last - first).div_ceil(STRETCHES);
         crate::threads::install(|| {
-            buckets.par_iter_mut().enumerate().for_each(|(r, (to_short, to_long))| {
+            stretches.par_iter_mut().enumerate().for_each(|(r, to)| {
                 let from = (first + r * per).min(last);
                 for i in from..(from + per).min(last) {
-                    scan(i, to_short, to_long);
+                    scan(i, to);
                 }
             });
             // Each part takes its pieces from the stretches in order.
-            short.par_iter_mut().zip(long.par_iter_mut()).enumerate().for_each(|(p, (short, long))| {
-                for (to_short, to_long) in &buckets {
-                    for &(key, f) in &to_short[p] {
-                        *short.entry(key).or_insert(0) += f;
+            short.par_iter_mut().zip(medium.par_iter_mut()).zip(long.par_iter_mut()).enumerate().for_each(
+                |(p, ((short, medium), long))| {
+                    for to in &stretches {
+                        for &(key, f) in &to.short[p] {
+                            *short.entry(key).or_insert(0) += f;
+                        }
+                        for &(key, f) in &to.medium[p] {
+                            *medium.entry(key).or_insert(0) += f;
+                        }
+                        for &(piece, f) in &to.long[p] {
+                            *long.entry(piece).or_insert(0) += f;
+                        }
                     }
-                    for &(piece, f) in &to_long[p] {
-                        *long.entry(piece).or_insert(0) += f;
-                    }
-                }
-            });
+                },
+            );
         });
-        for (to_short, to_long) in &mut buckets {
-            to_short.iter_mut().for_each(Vec::clear);
-            to_long.iter_mut().for_each(Vec::clear);
+        for to in &mut stretches {
+            to.short.iter_mut().for_each(Vec::clear);
+            to.medium.iter_mut().for_each(Vec::clear);
+            to.long.iter_mut().for_each(Vec::clear);
         }
         first = last;
     }
-    drop(buckets);
-    let mut unpacked: Vec<([S; 4], usize, u64)> = Vec::with_capacity(short.iter().map(|m| m.len()).sum());
-    for m in short {
-        for (key, f) in m {
-            let (s, n) = unpack(key);
-            unpacked.push((s, n, f));
+    drop(stretches);
+    // The words' size first; then each map is emptied into them, its memory
+    // given back before the next one's pieces are copied.
+    let (mut n, mut total) = (0, 0);
+    let mut size = |len: usize, f: u64| {
+        n += pieces(f);
+        total += len * pieces(f);
+    };
+    short.iter().flatten().for_each(|(&key, &f)| size(packed_len(key), f));
+    medium.iter().flatten().for_each(|(&(lo, hi), &f)| size(packed_len(lo) + packed_len(hi), f));
+    long.iter().flatten().for_each(|(piece, &f)| size(piece.len(), f));
+    Ok(Words::of_pieces((n, total), |f| {
+        let mut s = [S::from_id(0); 2 * PACKED];
+        for m in short {
+            for (key, n) in m {
+                let len = unpack(key, &mut s);
+                f(&s[..len], n);
+            }
         }
-    }
-    let mut pieces: Vec<(&[S], u64)> = unpacked.iter().map(|(s, n, f)| (&s[..*n], *f)).collect();
-    pieces.extend(long.into_iter().flatten());
-    Ok(Words::of_pieces(&pieces))
+        for m in medium {
+            for ((lo, hi), n) in m {
+                let len = unpack(lo, &mut s);
+                let len = len + unpack(hi, &mut s[PACKED..]);
+                f(&s[..len], n);
+            }
+        }
+        for m in long {
+            for (piece, n) in m {
+                f(piece, n);
+            }
+        }
+    }))
 }
 
-/// A piece of 2 to 4 symbols as a `u128`: 24 bits a symbol (ids are below
-/// 2^24: `vocab::MAX_ID`), the length in the top byte.
+/// Symbols in one packed key (24 bits each: ids are below 2^24,
+/// `vocab::MAX_ID`; the length in the top byte).
+const PACKED: usize = 5;
+
+/// Up to [`PACKED`] symbols as a `u128`: 24 bits a symbol, the length in
+/// the top byte.
 #[inline]
 fn pack<S: Symbol>(piece: &[S]) -> u128 {
+    debug_assert!(piece.len() <= PACKED);
     let mut key = (piece.len() as u128) << 120;
     for (k, s) in piece.iter().enumerate() {
         key |= (s.id() as u128) << (24 * k);
@@ -299,15 +355,26 @@ fn pack<S: Symbol>(piece: &[S]) -> u128 {
     key
 }
 
-/// The symbols and length [`pack`] packed (2 to 4 of them).
-fn unpack<S: Symbol>(key: u128) -> ([S; 4], usize) {
-    let n = (key >> 120) as usize;
-    debug_assert!((2..=4).contains(&n), "only pieces of 2 to 4 symbols are packed");
-    let mut s = [S::from_id(0); 4];
-    for (k, x) in s.iter_mut().enumerate().take(n) {
+/// A packed key's two halves folded into one hash input.
+#[inline]
+fn fold(key: u128) -> u64 {
+    key as u64 ^ (key >> 64) as u64
+}
+
+/// How many symbols [`pack`] packed in `key`.
+#[inline]
+fn packed_len(key: u128) -> usize {
+    (key >> 120) as usize
+}
+
+/// Writes the symbols [`pack`] packed into `out` and returns how many.
+fn unpack<S: Symbol>(key: u128, out: &mut [S]) -> usize {
+    let n = packed_len(key);
+    debug_assert!(n <= PACKED);
+    for (k, x) in out.iter_mut().enumerate().take(n) {
         *x = S::from_id((key >> (24 * k)) as u32 & 0xff_ffff);
     }
-    (s, n)
+    n
 }
 
 #[cfg(test)]

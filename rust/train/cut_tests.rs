@@ -66,8 +66,13 @@ fn the_words_are_cut_at_every_rare_pair_and_nowhere_else() {
         encoder.encode_chunk(b, &mut ids).unwrap();
         out.extend(ids.iter().map(|&i| i as u16));
     };
-    let words = Words::<u16>::new_with(counts, || encode, 1 << 16, || Ok(())).unwrap();
+    let words = Words::<u16>::new_with(counts.clone(), || encode, 1 << 16, || Ok(())).unwrap();
     let sketch = Sketch::of(&words, &mut || Ok(())).unwrap();
+    // The same words with symbols of 32 bits (vocabularies over 2^16).
+    let encode32 = |b: &[u8], out: &mut Vec<u32>| encoder.encode_chunk(b, out).unwrap();
+    let words32 = Words::<u32>::new_with(counts, || encode32, 1 << 16, || Ok(())).unwrap();
+    // Pieces of each kind of key (packed in one u128, in two, or a slice).
+    let mut kinds = [false; 3];
     for least in [2, 10, 100, 1000] {
         // One word at a time, a piece ending at each pair below `least`.
         let mut want = BTreeMap::new();
@@ -98,9 +103,16 @@ fn the_words_are_cut_at_every_rare_pair_and_nowhere_else() {
             let layout = (cut.symbols.clone(), cut.meta.iter().map(|w| (w.freq, w.start, w.len)).collect());
             assert!(first.get_or_insert_with(|| layout.clone()) == &layout, "{threads} threads");
         }
+        let cut32 = cut(&words32, &sketch, least, &mut || Ok(())).unwrap().unwrap();
+        let as16 = contents(&cut32).into_iter().map(|(p, n)| (p.iter().map(|&s| s as u16).collect(), n));
+        assert_eq!(as16.collect::<BTreeMap<Vec<u16>, u64>>(), want, "least {least}, u32 symbols");
+        for piece in want.keys() {
+            kinds[(piece.len() > 5) as usize + (piece.len() > 10) as usize] = true;
+        }
         let (kept, all) = (want.keys().map(Vec::len).sum::<usize>(), words.live);
         assert!(least < 10 || kept < all / 2, "least {least}: {kept} of {all} symbols");
     }
+    assert_eq!(kinds, [true; 3], "pieces of 2-5, 6-10 and over 10 symbols");
 }
 
 /// The words of stage 2 on `text`, over a base trained to `base_size` on it,

@@ -270,19 +270,23 @@ impl<S: Symbol> Words<S> {
         Ok(w)
     }
 
-    /// Words of the given symbols and counts, in order (see `cut.rs`), each
-    /// of two symbols or more; `None` if they are more than word ids can
-    /// number (see [`Words::sized`]).
-    pub(super) fn of_pieces(parts: &[(&[S], u64)]) -> Option<Words<S>> {
-        let total: usize = parts.iter().map(|(p, f)| p.len() * pieces(*f)).sum();
-        let n: usize = parts.iter().map(|(_, f)| pieces(*f)).sum();
+    /// Words of the symbols and counts that `parts` gives its callback, in
+    /// order (see `cut.rs`), each of two symbols or more, `n` words of
+    /// `total` symbols in all (as [`pieces`] counts them); `None` if they
+    /// are more than word ids can number (see [`Words::sized`]). (The pieces
+    /// are made on the fly, not held twice.)
+    pub(super) fn of_pieces(
+        (n, total): (usize, usize),
+        parts: impl FnOnce(&mut dyn FnMut(&[S], u64)),
+    ) -> Option<Words<S>> {
         let mut w = Words::sized((n, total)).ok()?;
-        for &(piece, freq) in parts {
+        parts(&mut |piece, freq| {
             debug_assert!(piece.len() >= 2);
             let first = w.symbols.len();
             w.symbols.extend_from_slice(piece);
             w.push(first, freq);
-        }
+        });
+        debug_assert_eq!((w.meta.len(), w.symbols.len()), (n, total));
         w.live = w.symbols.len();
         Some(w)
     }
