@@ -44,7 +44,8 @@ use crate::split::pretokenize::Splitter;
 use crate::vocab::{Rank, NONE};
 use superword_merge::{merge_runs, merge_with_heap, Joins, Merges, PartsScratch};
 
-/// Segments looked up together (`Encoder::encode_text_between`).
+/// Segments looked up together (`Encoder::encode_text_between`,
+/// `Encoder::encode_chunks_between`).
 const BATCH: usize = 32;
 
 /// The safe cuts of a first-stage vocabulary (see the module's doc): bit
@@ -285,6 +286,87 @@ impl Encoder {
             Some(e) => Err(e),
             None => self.encode_segments(bytes, from, &ends[..n], memo, out),
         }
+    }
+
+    /// The ids of each chunk of `text` ending at `ends` (ascending, the
+    /// last `text`'s end; each chunk non-empty), as
+    /// [`Encoder::encode_text_between`] gives them chunk by chunk, passed to
+    /// `emit` in order. This encoder's lexer runs once over the whole text,
+    /// not once per chunk (where starting it and its callback cost as much
+    /// as lexing a sentence), its split points cut where safe and every
+    /// chunk end a cut: the same ids, since a chunk's are BPE over the
+    /// whole chunk, whatever its safe cuts (see `superword_pass.rs`).
+    pub fn encode_chunks_between(
+        &self,
+        text: &str,
+        ends: &[usize],
+        cuts: &SafeCuts,
+        memo: &mut super::Memo,
+        mut emit: impl FnMut(&[Rank]),
+    ) -> Result<(), String> {
+        debug_assert!(ends.last().map_or(text.is_empty(), |&e| e == text.len()));
+        let bytes = text.as_bytes();
+        // A batch of segments: where each ends and whether it ends a chunk;
+        // `ids` holds the current chunk's ids so far.
+        let (mut seg_ends, mut closes, mut n) = ([0usize; BATCH], [false; BATCH], 0);
+        let (mut from, mut start, mut next) = (0, 0, 0);
+        let mut ids = Vec::new();
+        let mut failed = None;
+        let mut segment = |end: usize, close: bool| {
+            seg_ends[n] = end;
+            closes[n] = close;
+            n += 1;
+            if n == BATCH {
+                if failed.is_none() {
+                    failed = self.encode_closing(bytes, from, &seg_ends, &closes, memo, &mut ids, &mut emit).err();
+                }
+                (from, n) = (end, 0);
+            }
+        };
+        let base = text.as_ptr() as usize;
+        self.splitter().for_each_chunk(text, |piece| {
+            let at = piece.as_ptr() as usize - base;
+            while next < ends.len() && ends[next] <= at {
+                segment(ends[next], true);
+                (start, next) = (ends[next], next + 1);
+            }
+            if at > start && !cuts.crossable(bytes[at - 1], bytes[at]) {
+                segment(at, false);
+                start = at;
+            }
+        })?;
+        for &end in &ends[next..] {
+            segment(end, true);
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => self.encode_closing(bytes, from, &seg_ends[..n], &closes[..n], memo, &mut ids, &mut emit),
+        }
+    }
+
+    /// [`Encoder::encode_segments`] into `ids`, passing them to `emit` (and
+    /// clearing them) after each segment that ends a chunk.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn encode_closing(
+        &self,
+        bytes: &[u8],
+        mut from: usize,
+        ends: &[usize],
+        closes: &[bool],
+        memo: &mut super::Memo,
+        ids: &mut Vec<Rank>,
+        emit: &mut impl FnMut(&[Rank]),
+    ) -> Result<(), String> {
+        for (&end, &close) in ends.iter().zip(closes) {
+            self.encode_unseen(&bytes[from..end], memo, ids)?;
+            from = end;
+            if close {
+                emit(ids);
+                ids.clear();
+            }
+        }
+        Ok(())
     }
 
     /// Encodes the segments of `bytes` from `from` to each of `ends` in turn

@@ -191,3 +191,34 @@ fn the_single_pass_agrees_on_the_corpus() {
         assert_eq!(pass, slow, "{piece:?}");
     }
 }
+
+/// `encode_chunks_between` (the first stage's lexer once over the text, for
+/// SuperBPE's counting by ids) gives each second-stage chunk the ids that
+/// `encode_text_between` gives it alone, and BPE over the whole chunk.
+#[test]
+fn chunks_between_in_one_pass_equal_each_chunk_alone() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let enc = two_stages(&rng.text(6000), 150, 150);
+    let sw = enc.superword.as_ref().unwrap();
+    for round in 0..2000 {
+        let n = if round % 100 == 0 { 3000 } else { 1 + rng.below(40) };
+        let text = rng.text(n);
+        let (mut ends, mut alone, mut whole) = (Vec::new(), Vec::new(), Vec::new());
+        let base = text.as_ptr() as usize;
+        enc.splitter
+            .for_each_chunk(&text, |c| {
+                ends.push(c.as_ptr() as usize - base + c.len());
+                let (mut a, mut w) = (Vec::new(), Vec::new());
+                sw.stage1.encode_text_between(c, &sw.cuts, &mut sw.stage1.memo(), &mut a).unwrap();
+                sw.stage1.encode_chunk(c.as_bytes(), &mut w).unwrap();
+                alone.push(a);
+                whole.push(w);
+            })
+            .unwrap();
+        let mut pass = Vec::new();
+        let mut memo = sw.stage1.memo();
+        sw.stage1.encode_chunks_between(&text, &ends, &sw.cuts, &mut memo, |ids| pass.push(ids.to_vec())).unwrap();
+        assert_eq!(pass, alone, "{text:?}");
+        assert_eq!(pass, whole, "{text:?}");
+    }
+}

@@ -24,7 +24,8 @@ use crate::vocab::Rank;
 
 /// Counts `splitter`'s chunks under the ids `base` encodes them to, each
 /// chunk encoded between `base`'s safe cuts with a cache (as stage 2's
-/// words start: `Encoder::encode_chunk_between`).
+/// words start: `Encoder::encode_chunk_between`), `base`'s lexer run once
+/// over each text counted (`Encoder::encode_chunks_between`).
 pub struct IdChunker {
     splitter: Splitter,
     base: Encoder,
@@ -48,23 +49,17 @@ impl Chunker for IdChunker {
         // A memo from the encoder's pool for the call, given back after it:
         // a counting thread's next segment starts with what it learnt.
         let mut memo = self.base.memo();
-        let (mut ids, mut key) = (Vec::new(), Vec::new());
-        let mut failed = None;
-        self.splitter.for_each_chunk(text, |chunk| {
-            if failed.is_some() {
-                return;
-            }
-            ids.clear();
-            match self.base.encode_text_between(chunk, &self.cuts, &mut memo, &mut ids) {
-                Ok(()) => {
-                    key.clear();
-                    write_key(&ids, &mut key);
-                    counts.add(&key, 1);
-                }
-                Err(e) => failed = Some(e),
-            }
-        })?;
-        failed.map_or(Ok(()), Err)
+        // The chunks' ends first, then the first stage's lexer over the
+        // whole text (`Encoder::encode_chunks_between`).
+        let base = text.as_ptr() as usize;
+        let mut ends = Vec::with_capacity(text.len() / 32 + 1);
+        self.splitter.for_each_chunk(text, |chunk| ends.push(chunk.as_ptr() as usize - base + chunk.len()))?;
+        let mut key = Vec::new();
+        self.base.encode_chunks_between(text, &ends, &self.cuts, &mut memo, |ids| {
+            key.clear();
+            write_key(ids, &mut key);
+            counts.add(&key, 1);
+        })
     }
 }
 
