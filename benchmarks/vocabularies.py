@@ -2,15 +2,17 @@
 docs/pruning.md): each trained in a fresh process on the same text at each
 size, then measured on held-out text never trained on.
 
-Columns: training time and peak RSS (of the training process), bytes per
-token on each held-out file and the change against BPE of the same size, and
+Columns: training time (the median of `--train-rounds` trainings, each in a
+fresh process, the methods alternated round by round; with more than one, the
+range too; and its ratio to BPE's of the same size) and peak RSS (the largest
+of the training processes'), bytes per token on each held-out file and the change against BPE of the same size, and
 encoding speed (`encode_to_numpy` of the first held-out file: one call in a
 fresh process pinned to one CPU, warmed on another text (`--warm`), the best of
 `--rounds` such processes, the methods alternated round by round; MB/s of UTF-8).
 
     python benchmarks/vocabularies.py --train a.txt b.txt --held c.txt d.txt \\
         --sizes 50000,200000 [--superbpe 0.8,0.9] [--prune 0.9,0.95] [--max-memory 1G] \\
-        [--warm w.txt] [--out benchmarks/results/vocabularies.md]
+        [--warm w.txt] [--train-rounds 5] [--out benchmarks/results/vocabularies.md]
 
 The methods are named as `bpe train` spells them: "bpe", "superbpe 0.8"
 (transition at 80% of the size), "prune 0.9".
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,6 +88,8 @@ def main() -> None:
     ap.add_argument("--warm", help="a text to warm the encoder on before the timed encodings (else no speed column)")
     ap.add_argument("--pin", default="1", help="the CPU the encoding speed is measured on")
     ap.add_argument("--rounds", type=int, default=3, help="timed processes per vocabulary (the best counts)")
+    ap.add_argument("--train-rounds", type=int, default=1,
+                    help="trainings per method, alternated round by round (the median time counts)")
     ap.add_argument("--out", help="also write the table to this file")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -97,7 +102,7 @@ def main() -> None:
         f"held out: {', '.join(args.held)}; max_memory {args.max_memory}; "
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs",
         "",
-        "| size | method | train s | peak RSS MB | removed | "
+        "| size | method | train s (vs BPE) | peak RSS MB | removed | "
         + " | ".join(f"bytes/token {os.path.basename(p)} (vs BPE)" for p in args.held)
         + (" | encode MB/s (vs BPE)" if args.warm else "") + " |",
         "|---" * (5 + len(args.held) + bool(args.warm)) + "|",
@@ -105,12 +110,22 @@ def main() -> None:
     print("\n".join(lines), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
+            # The methods' trainings alternate, round by round, as the timed
+            # encodings below do; each method's median time counts, and its
+            # largest peak.
+            runs = {name: [] for name, *_ in methods}
+            for _ in range(max(1, args.train_rounds)):
+                for name, fraction, prune in methods:
+                    out = os.path.join(tmp, f"{size}-{name.replace(' ', '-')}.bpe")
+                    runs[name].append(run_json(TRAIN, {"train": args.train, "size": size, "out": out, "prune": prune,
+                                                       "superbpe": None if fraction is None else int(size * fraction),
+                                                       "max_memory": args.max_memory}))
             rows = []
-            for name, fraction, prune in methods:
+            for name, *_ in methods:
                 out = os.path.join(tmp, f"{size}-{name.replace(' ', '-')}.bpe")
-                trained = run_json(TRAIN, {"train": args.train, "size": size, "out": out, "prune": prune,
-                                           "superbpe": None if fraction is None else int(size * fraction),
-                                           "max_memory": args.max_memory})
+                times = sorted(r["seconds"] for r in runs[name])
+                trained = {"seconds": statistics.median(times), "range": (times[0], times[-1]),
+                           "rss_mb": max(r["rss_mb"] for r in runs[name]), "removed": runs[name][0]["removed"]}
                 tokens = run_json(COUNT, {"tok": out, "held": args.held})["tokens"]
                 rows.append((name, out, trained, [b / n for b, n in zip(held_bytes, tokens)]))
             # The methods' timed calls alternate, round by round, so that the
@@ -121,11 +136,15 @@ def main() -> None:
                     timed = run_json(TIME, {"tok": out, "held": args.held[0], "warm": args.warm}, pin=args.pin)
                     speeds[name] = max(speeds[name], timed["mb_s"])
             base_ratios, base_speed = rows[0][3], speeds[rows[0][0]]
+            base_seconds = rows[0][2]["seconds"]
             for name, out, trained, ratios in rows:
                 cells = [f"{r:.3f} ({100 * (r / b - 1):+.1f}%)" for r, b in zip(ratios, base_ratios)]
                 if args.warm:
                     cells.append(f"{speeds[name]:.1f} ({speeds[name] / base_speed:.2f}x)")
-                line = (f"| {size:,} | {name} | {trained['seconds']:.1f} | {trained['rss_mb']:.0f} | "
+                low, high = trained["range"]
+                spread = f" ({low:.1f}-{high:.1f})" if args.train_rounds > 1 else ""
+                line = (f"| {size:,} | {name} | {trained['seconds']:.1f}{spread} "
+                        f"({trained['seconds'] / base_seconds:.2f}x) | {trained['rss_mb']:.0f} | "
                         f"{trained['removed']:,} | " + " | ".join(cells) + " |")
                 lines.append(line)
                 print(line, flush=True)
