@@ -258,7 +258,7 @@ impl Encoder {
     }
 
     /// [`Encoder::encode_chunk_between`] of a chunk known to be UTF-8 (no check).
-    pub fn encode_text_between(
+    pub(super) fn encode_text_between(
         &self,
         text: &str,
         cuts: &SafeCuts,
@@ -290,7 +290,7 @@ impl Encoder {
 
     /// The ids of each chunk of `text` ending at `ends` (ascending, the
     /// last `text`'s end; each chunk non-empty), as
-    /// [`Encoder::encode_text_between`] gives them chunk by chunk, passed to
+    /// `Encoder::encode_text_between` gives them chunk by chunk, passed to
     /// `emit` in order. This encoder's lexer runs once over the whole text,
     /// not once per chunk (where starting it and its callback cost as much
     /// as lexing a sentence), its split points cut where safe and every
