@@ -41,7 +41,8 @@
 
 use rustc_hash::FxHashMap;
 
-use super::words::{pieces, Pair, Symbol, Words};
+use super::count::add_bound;
+use super::words::{Pair, Symbol, Words};
 
 /// Counters in the sketch: at most 2^24, of 16 bits, 32 MB (a few tens of
 /// millions of distinct pairs leave most counters to one pair or none;
@@ -308,15 +309,11 @@ pub(super) fn cut<'w, S: Symbol>(
     drop(stretches);
     // The words' size first; then each map is emptied into them, its memory
     // given back before the next one's pieces are copied.
-    let (mut n, mut total) = (0, 0);
-    let mut size = |len: usize, f: u64| {
-        n += pieces(f);
-        total += len * pieces(f);
-    };
-    short.iter().flatten().for_each(|(&key, &f)| size(packed_len(key), f));
-    medium.iter().flatten().for_each(|(&(lo, hi), &f)| size(packed_len(lo) + packed_len(hi), f));
-    long.iter().flatten().for_each(|(piece, &f)| size(piece.len(), f));
-    Ok(Words::of_pieces((n, total), |f| {
+    let mut size = (0, 0);
+    short.iter().flatten().for_each(|(&key, &f)| add_bound(&mut size, packed_len(key), f));
+    medium.iter().flatten().for_each(|(&(lo, hi), &f)| add_bound(&mut size, packed_len(lo) + packed_len(hi), f));
+    long.iter().flatten().for_each(|(piece, &f)| add_bound(&mut size, piece.len(), f));
+    Ok(Words::of_pieces(size, |f| {
         let mut s = [S::from_id(0); 2 * PACKED];
         for m in short {
             for (key, n) in m {

@@ -272,9 +272,9 @@ impl<S: Symbol> Words<S> {
 
     /// Words of the symbols and counts that `parts` gives its callback, in
     /// order (see `cut.rs`), each of two symbols or more, `n` words of
-    /// `total` symbols in all (as [`pieces`] counts them); `None` if they
-    /// are more than word ids can number (see [`Words::sized`]). (The pieces
-    /// are made on the fly, not held twice.)
+    /// `total` symbols in all (as `count::add_bound` counts them); `None` if
+    /// they are more than word ids can number (see [`Words::sized`]). (The
+    /// pieces are made on the fly, not held twice.)
     pub(super) fn of_pieces(
         (n, total): (usize, usize),
         parts: impl FnOnce(&mut dyn FnMut(&[S], u64)),
