@@ -150,8 +150,7 @@ impl Encoder {
             memo.ready();
         }
         let base = text.as_ptr() as usize;
-        let mut ends = Vec::with_capacity(text.len() / 32 + 1);
-        self.splitter.for_each_chunk(text, |chunk| ends.push(chunk.as_ptr() as usize - base + chunk.len()))?;
+        let ends = self.splitter.chunk_ends(text)?;
         // The second stage's chunks tile the text (`for_each_chunk` makes a
         // gap an error), so the last end is the text's.
         debug_assert!(ends.last().map_or(text.is_empty(), |&e| e == text.len()));

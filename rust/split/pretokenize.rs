@@ -140,6 +140,15 @@ impl Splitter {
         )
     }
 
+    /// Where each chunk of `text` ends (byte offsets, ascending; the last is
+    /// the text's end, as the chunks tile it).
+    pub fn chunk_ends(&self, text: &str) -> Result<Vec<usize>, String> {
+        let base = text.as_ptr() as usize;
+        let mut ends = Vec::with_capacity(text.len() / 32 + 1);
+        self.for_each_chunk(text, |chunk| ends.push(chunk.as_ptr() as usize - base + chunk.len()))?;
+        Ok(ends)
+    }
+
     /// All chunks of `text` (empty matches included, as `regex.findall`
     /// returns them; a sequence's pieces are never empty).
     pub fn findall<'t>(&self, text: &'t str) -> Result<Vec<&'t str>, String> {

@@ -11,12 +11,8 @@ use crate::split::pretokenize::Splitter;
 use crate::split::superword::STAGE2_PATTERN;
 use crate::train::count::{count_documents, ChunkCounts};
 use crate::train::merging::Tuning;
+use crate::train::testing::shakespeare;
 use crate::train::{extend_tuned, learn_merges, superword_allowed, Allow, Merge};
-
-fn shakespeare() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/corpora/tinyshakespeare.txt");
-    std::fs::read_to_string(path).unwrap()[..300_000].to_string()
-}
 
 /// Every pair's count over `words`, weighted by the words' counts.
 fn exact<S: Symbol + Ord>(words: &Words<S>) -> BTreeMap<Pair<S>, u64> {

@@ -51,9 +51,7 @@ impl Chunker for IdChunker {
         let mut memo = self.base.memo();
         // The chunks' ends first, then the first stage's lexer over the
         // whole text (`Encoder::encode_chunks_between`).
-        let base = text.as_ptr() as usize;
-        let mut ends = Vec::with_capacity(text.len() / 32 + 1);
-        self.splitter.for_each_chunk(text, |chunk| ends.push(chunk.as_ptr() as usize - base + chunk.len()))?;
+        let ends = self.splitter.chunk_ends(text)?;
         let mut key = Vec::new();
         self.base.encode_chunks_between(text, &ends, &self.cuts, &mut memo, |ids| {
             key.clear();
