@@ -261,8 +261,9 @@ impl Lists {
     /// When a quarter of the array is dead, slides the live lists down over
     /// the dead space, in place, and gives the freed end back to the OS.
     ///
-    /// Why a quarter: each slide reads the whole pair map, and late merges
-    /// kill a few lists each, often. Why give the end back: space once
+    /// When more than one part in `dead_share` is dead (a quarter in
+    /// ordinary training): each slide reads the whole pair map, and late
+    /// merges kill a few lists each, often. Why give the end back: space once
     /// written stays resident while the array keeps its capacity; shrinking
     /// the array instead would copy it, raising the peak. (Both measured:
     /// docs/dev/performance.md, "Sliding the word lists".)
@@ -274,9 +275,10 @@ impl Lists {
         cold: &mut Cold<S>,
         min_slide: usize,
         slide_pass: usize,
+        dead_share: usize,
     ) {
         let len = self.arena.len();
-        if len > min_slide && 4 * self.dead > len {
+        if len > min_slide && self.dead > len / dead_share {
             // In the order of their offsets, each list moves down to where
             // the one before it ends, sized exactly (the next push moves it
             // to the end with twice the room).
@@ -384,8 +386,8 @@ mod tests {
             let dead = lists.dead;
             // Slides in one pass or in passes of a few lists (1 to 64 KB).
             let slide_pass = if round % 2 == 0 { usize::MAX } else { 1 << (round % 17) };
-            // (1 << 18: the default `Tuning::min_slide`.)
-            lists.compact(&mut pairs, &mut Cold::new(), 1 << 18, slide_pass);
+            // (1 << 18 and 4: the default `Tuning::min_slide` and `slide_dead`.)
+            lists.compact(&mut pairs, &mut Cold::new(), 1 << 18, slide_pass, 4);
             if lists.dead < dead {
                 slides += 1;
                 let in_arena: usize = pairs.values().filter(|i| i.in_arena()).map(PairInfo::len).sum();

@@ -127,6 +127,14 @@ impl ChunkCounts {
         self.long.for_each(f);
     }
 
+    /// The counts in two parts, consumed: those of chunks of up to 15 bytes,
+    /// and the blocks of records of the longer ones (`long::records`), which
+    /// `drain` gives after the others, in the same order.
+    pub(super) fn split_long(mut self) -> (ChunkCounts, Vec<Vec<u8>>) {
+        let long = std::mem::take(&mut self.long);
+        (self, long.into_blocks())
+    }
+
     /// The counts, consumed (each map is freed as soon as it is read).
     pub(super) fn drain(self, mut f: impl FnMut(&[u8], u64)) {
         for (k, n) in self.tiny {
@@ -157,6 +165,15 @@ pub trait Source {
     /// order, consuming the counts; stops at the first error from `f`
     /// (Ctrl-C: the rest of the runs on disk are not read), or of reading.
     fn drain_into(self, f: &mut Visit<'_>) -> Result<(), String>;
+
+    /// The counts as a map in memory, which can be read on all threads
+    /// (`Words::of_keys`), if they are one; else `Err(self)`, to be drained.
+    fn in_memory(self) -> Result<ChunkCounts, Self>
+    where
+        Self: Sized,
+    {
+        Err(self)
+    }
 }
 
 /// Adds to `bound` ([`Source::bound`]) a chunk of `len` bytes counted `freq` times.
@@ -184,6 +201,10 @@ impl Source for ChunkCounts {
             }
         });
         result
+    }
+
+    fn in_memory(self) -> Result<ChunkCounts, Self> {
+        Ok(self)
     }
 }
 

@@ -137,7 +137,7 @@ fn extend(
     first_cut: Option<u32>,
 ) -> (Vec<Merge>, usize) {
     let allow = allow.then(|| std::sync::Arc::new(|t: &[u8]| superword_allowed(t, 3)) as Allow);
-    let tuning = Tuning { first_cut, ..Tuning::DEFAULT };
+    let tuning = Tuning { first_cut, ..Tuning::EXTEND };
     let mut seen = 0;
     let merges = extend_tuned(
         counts.clone(),

@@ -62,6 +62,17 @@ fn record(block: &[u8], offset: usize) -> (u64, &[u8], usize) {
     (count, &block[start..start + len], start + len)
 }
 
+/// Calls `f` with each chunk of `block` (of [`Long::into_blocks`]) and its
+/// count, in order.
+pub(super) fn records(block: &[u8], mut f: impl FnMut(&[u8], u64)) {
+    let mut offset = 0;
+    while offset < block.len() {
+        let (count, chunk, next) = record(block, offset);
+        f(chunk, count);
+        offset = next;
+    }
+}
+
 impl Long {
     pub(super) fn len(&self) -> usize {
         self.index.len()
@@ -135,27 +146,24 @@ impl Long {
     /// Calls `f` with each chunk and its count, in the order they were first added.
     pub(super) fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
         for block in &self.blocks {
-            let mut offset = 0;
-            while offset < block.len() {
-                let (count, chunk, next) = record(block, offset);
-                f(chunk, count);
-                offset = next;
-            }
+            records(block, &mut f);
         }
     }
 
     /// [`Long::for_each`], consuming: the index is freed first, then each
     /// block once it is read.
     pub(super) fn drain(self, mut f: impl FnMut(&[u8], u64)) {
-        drop(self.index);
-        for block in self.blocks {
-            let mut offset = 0;
-            while offset < block.len() {
-                let (count, chunk, next) = record(&block, offset);
-                f(chunk, count);
-                offset = next;
-            }
+        for block in self.into_blocks() {
+            records(&block, &mut f);
         }
+    }
+
+    /// The blocks of records, in order (read each with [`records`]), the
+    /// index freed.
+    pub(super) fn into_blocks(self) -> Vec<Vec<u8>> {
+        let mut blocks = self.blocks;
+        blocks.truncate(self.current + 1);
+        blocks
     }
 
     /// Empties the map, keeping its room (the index's and the blocks').

@@ -267,6 +267,17 @@ impl Source for Spilled<'_> {
         // (The runs' merge, in byte order: what `sorted` gives with runs.)
         spill.sorted(&mut counts, min_count, f)
     }
+
+    fn in_memory(self) -> Result<ChunkCounts, Self> {
+        if self.spill.has_runs() {
+            return Err(self);
+        }
+        let Spilled { mut counts, min_count, .. } = self;
+        if min_count > 1 {
+            counts.retain_at_least(min_count);
+        }
+        Ok(counts)
+    }
 }
 
 /// Makes a fresh directory `bpe-counts-PID-N` in `base`.

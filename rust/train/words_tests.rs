@@ -124,3 +124,57 @@ fn words_from_a_base_do_not_depend_on_threads_or_batches() {
         }
     }
 }
+
+/// The counts by ids, drained on one thread.
+struct Drained(super::super::count::ChunkCounts);
+
+impl Source for Drained {
+    fn bound(&self) -> (usize, usize) {
+        self.0.bound()
+    }
+    fn drain_into(self, f: &mut super::super::count::Visit<'_>) -> Result<(), String> {
+        self.0.drain_into(f)
+    }
+}
+
+/// `of_keys` reads counts in memory on all threads, a group of long keys'
+/// blocks at a time: the same words, in the same order, as draining the
+/// counts key by key, whatever the threads and groups. (Keys of up to 15
+/// bytes and longer ones, over several blocks; ids of one to three bytes;
+/// keys of one id, dropped; chunks counted more than a `u32` holds.)
+#[test]
+fn words_of_keys_do_not_depend_on_threads_or_groups() {
+    let mut next = crate::split::lexer::tests::rng(0x9e37_79b9_7f4a_7c15);
+    let mut counts = super::super::count::ChunkCounts::default();
+    let mut key = Vec::new();
+    for i in 0..70_000u64 {
+        let len = next() % 60;
+        let ids: Vec<u32> = (0..len).map(|_| (next() % 200_000) as u32 >> (next() % 12)).collect();
+        key.clear();
+        super::super::ids::write_key(&ids, &mut key);
+        let freq = if i % 10_000 == 7 { 3 * u64::from(u32::MAX) } else { 1 + next() % 9 };
+        counts.add(&key, freq);
+    }
+    assert!(counts.long().len() > 30_000, "{}", counts.long().len());
+    let expected = Words::<u32>::of_keys(Drained(counts.clone()), || Ok(())).unwrap();
+    let words_of = |w: &Words<u32>| -> Vec<(Vec<u32>, u32)> {
+        (0..w.count()).map(|i| (w.word(i).to_vec(), w.meta[i].freq)).collect()
+    };
+    let expected_words = words_of(&expected);
+    assert!(expected_words.iter().filter(|(_, f)| *f == u32::MAX).count() >= 7, "copies of large counts");
+    for threads in [1, 2, 3] {
+        for group in [1, 2, 64] {
+            let (mut betweens, pool) = (0, crate::threads::pool(threads).unwrap());
+            let words = pool.install(|| {
+                Words::<u32>::of_keys_in(counts.clone(), group, || {
+                    betweens += 1;
+                    Ok(())
+                })
+                .unwrap()
+            });
+            assert!(words_of(&words) == expected_words, "{threads} threads, groups of {group} blocks");
+            assert_eq!((words.live, words.symbols.len()), (expected.live, expected.live));
+            assert!(betweens >= 1);
+        }
+    }
+}
