@@ -250,10 +250,11 @@ impl Tuning {
 
     /// For a training that extends a base vocabulary (SuperBPE's second
     /// stage): the arena is slid when half of it is dead, not a quarter.
-    /// There the peak comes before the merge loop (the cut, with the whole
-    /// words kept for a retry), and four slides of an arena of hundreds of
-    /// MB took 0.48 s of a 3.9 s loop on 1 GB (docs/dev/superbpe.md, "Fewer
-    /// slides of the word lists").
+    /// Four slides of an arena of hundreds of MB took 0.48 s of a 3.9 s loop
+    /// on 1 GB of English, where the peak comes before the loop (the cut,
+    /// with the whole words kept for a retry); on 1 GB of Gutenberg the
+    /// loop's arena raised the peak from 1.57 to 1.63 GB (docs/dev/superbpe.md,
+    /// "The words and the first pairs on all cores").
     pub(super) const EXTEND: Tuning = Tuning { slide_dead: 2, ..Tuning::DEFAULT };
 }
 
