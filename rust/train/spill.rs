@@ -257,15 +257,11 @@ impl Source for Spilled<'_> {
     }
 
     fn drain_into(self, f: &mut Visit<'_>) -> Result<(), String> {
-        let Spilled { spill, mut counts, min_count } = self;
-        if !spill.has_runs() {
-            if min_count > 1 {
-                counts.retain_at_least(min_count);
-            }
-            return counts.drain_into(f);
+        match self.in_memory() {
+            Ok(counts) => counts.drain_into(f),
+            // (The runs' merge, in byte order: what `sorted` gives with runs.)
+            Err(Spilled { spill, mut counts, min_count }) => spill.sorted(&mut counts, min_count, f),
         }
-        // (The runs' merge, in byte order: what `sorted` gives with runs.)
-        spill.sorted(&mut counts, min_count, f)
     }
 
     fn in_memory(self) -> Result<ChunkCounts, Self> {
