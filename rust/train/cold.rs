@@ -258,11 +258,12 @@ const MAX_PASSES: usize = 16;
 
 /// (Here, not in `occurrences.rs`: a slide moves the cold pairs' lists too.)
 impl Lists {
-    /// When a quarter of the array is dead, slides the live lists down over
-    /// the dead space, in place, and gives the freed end back to the OS.
+    /// When more than one part in `dead_share` of the array is dead (a
+    /// quarter in ordinary training, see `Tuning::slide_dead`), slides the
+    /// live lists down over the dead space, in place, and gives the freed
+    /// end back to the OS.
     ///
-    /// When more than one part in `dead_share` is dead (a quarter in
-    /// ordinary training): each slide reads the whole pair map, and late
+    /// Why not at less: each slide reads the whole pair map, and late
     /// merges kill a few lists each, often. Why give the end back: space once
     /// written stays resident while the array keeps its capacity; shrinking
     /// the array instead would copy it, raising the peak. (Both measured:

@@ -1,9 +1,9 @@
 //! The words of counts by ids (`ids.rs`): each distinct key read back into
 //! its ids, on all threads where the counts are in memory.
 
-use super::super::count::Source;
+use super::super::count::{add_bound, Source};
 use super::super::{ids, long};
-use super::{pieces, Symbol, Word, Words};
+use super::{Symbol, Word, Words};
 
 impl<S: Symbol> Words<S> {
     /// The words of counts by ids (`ids.rs`), each its key read back (see
@@ -132,14 +132,9 @@ fn key_block_sizes(blocks: &[Vec<u8>]) -> Vec<(usize, usize)> {
             .par_iter()
             .map(|block| {
                 let mut size = (0, 0);
-                long::records(block, |key, freq| {
-                    // (An id's last byte has its top bit clear.)
-                    let ids = key.iter().filter(|&&b| b < 0x80).count();
-                    if key.len() >= 2 && ids >= 2 {
-                        size.0 += pieces(freq);
-                        size.1 += ids * pieces(freq);
-                    }
-                });
+                // Each key counted by its ids (an id's last byte has its
+                // top bit clear), as a chunk of that many symbols.
+                long::records(block, |key, freq| add_bound(&mut size, key.iter().filter(|&&b| b < 0x80).count(), freq));
                 size
             })
             .collect()
@@ -157,9 +152,6 @@ fn fill_from_keys<S: Symbol>(
 ) {
     let (mut wi, mut si, mut ids) = (0, 0, Vec::new());
     long::records(block, |key, mut freq| {
-        if key.len() < 2 {
-            return;
-        }
         ids.clear();
         ids::read_key(key, &mut ids);
         let len = ids.len();
