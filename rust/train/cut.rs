@@ -51,8 +51,27 @@ use super::words::{Pair, Symbol, Words};
 /// more distinct pairs than that.
 const BITS: u32 = 24;
 
+/// The sketch's counters are sorted into parts by their top bits, 64 parts
+/// of 512 KB (at most), which the L2 cache holds.
+const PART_BITS: u32 = 6;
+
+/// The bits of a weight in the sketch's buckets, beside the at most
+/// `BITS - PART_BITS` bits of a counter within its part: a word counted
+/// more often adds `WEIGHT` (see [`Sketch::at_least`]).
+const WEIGHT_BITS: u32 = 14;
+const WEIGHT: u32 = (1 << WEIGHT_BITS) - 1;
+const _: () = assert!(BITS - PART_BITS + WEIGHT_BITS <= 32);
+
+/// About how many symbols of words the sketch takes a block at a time: its
+/// buckets hold 4 bytes an occurrence, 64 MB, and each block's counting
+/// goes once through all the counters, part by part (on 1 GB of English,
+/// blocks of 2^22 symbols took 0.57-0.60 s, 2^23 0.50-0.53 s, 2^24
+/// 0.46-0.47 s).
+const SKETCH_BLOCK: usize = 1 << 24;
+
 /// Counts of the pairs of words, by a hash of the pair (see the module's
-/// comment): each counter is at least the count of every pair on it.
+/// comment): each counter is at least the count of every pair on it (or
+/// `WEIGHT`, if less: see [`Sketch::at_least`]).
 pub(super) struct Sketch {
     /// Saturating at `u16::MAX`: a full counter says "that many or more",
     /// which cuts nothing it should not (see [`Sketch::at_least`]).
@@ -63,53 +82,60 @@ pub(super) struct Sketch {
 
 impl Sketch {
     /// The sketch of every pair occurrence of `words`, weighted by the
-    /// words' counts (counters stop at `u16::MAX`). `between` runs on the
-    /// calling thread between blocks of words: an error from it (Ctrl-C)
-    /// is returned.
+    /// words' counts (each weight at most [`WEIGHT`], each counter at most
+    /// `u16::MAX`). `between` runs on the calling thread between blocks of
+    /// words: an error from it (Ctrl-C) is returned.
     ///
-    /// On all threads: thread `k` of `n` visits every word of a block and
-    /// counts the pairs whose counter lies in its `k`-th of the counters, so
-    /// that no two threads write one counter (the words are read `n` times;
-    /// the counting, a load and store at random in 32 MB, is what takes time).
+    /// Two steps a block, each on all threads, as the cut gathers its
+    /// pieces: the block is cut into stretches of words, and each stretch's
+    /// pair occurrences are sorted by their counter's part (its top 6 bits)
+    /// into buckets of their own, a slot and a weight in 32 bits; then each
+    /// part adds its buckets into its 64th of the counters, which the L2
+    /// cache holds. (Adding each occurrence straight into the 32 MB of
+    /// counters was a load and a store at random, a cache miss each: 1.1 s
+    /// on 1 GB of English, on two threads that each read every word and
+    /// counted half the counters.)
     pub(super) fn of<S: Symbol>(
         words: &Words<S>,
         between: &mut impl FnMut() -> Result<(), String>,
     ) -> Result<Sketch, String> {
         use rayon::prelude::*;
-        let threads = crate::threads::current_num_threads().clamp(1, 64);
         let bits = words.live.next_power_of_two().trailing_zeros().clamp(10, BITS);
-        let share = (1usize << bits).div_ceil(threads);
+        // The bits of a counter within its part, and its part (the rest).
+        let local = bits - PART_BITS;
         let mut counters = vec![0u16; 1 << bits];
+        let mut stretches: Vec<Vec<Vec<u32>>> =
+            (0..STRETCHES).map(|_| (0..1 << PART_BITS).map(|_| Vec::new()).collect()).collect();
         let mut first = 0;
         while first < words.count() {
             between()?;
-            // A block of words holding about 2^24 symbols.
             let (mut last, mut symbols) = (first, 0);
-            while last < words.count() && symbols < 1 << 24 {
+            while last < words.count() && symbols < SKETCH_BLOCK {
                 symbols += words.meta[last].len as usize;
                 last += 1;
             }
+            let per = (last - first).div_ceil(STRETCHES);
             crate::threads::install(|| {
-                counters.par_chunks_mut(share).enumerate().for_each(|(k, mine)| {
-                    let from = k * share;
-                    // A word's counters are found and fetched first, then
-                    // added to: their cache misses overlap.
-                    let mut ats: Vec<usize> = Vec::new();
-                    for i in first..last {
-                        let f = words.meta[i].freq.min(u16::MAX.into()) as u16;
-                        ats.clear();
+                stretches.par_iter_mut().enumerate().for_each(|(r, buckets)| {
+                    buckets.iter_mut().for_each(Vec::clear);
+                    let from = (first + r * per).min(last);
+                    for i in from..(from + per).min(last) {
+                        let weight = words.meta[i].freq.min(WEIGHT);
                         for p in words.word(i).windows(2) {
-                            let at = slot((p[0], p[1]), bits).wrapping_sub(from);
-                            if at < mine.len() {
-                                super::merging::prefetch(&mine[at]);
-                                ats.push(at);
-                            }
-                        }
-                        for &at in &ats {
-                            mine[at] = mine[at].saturating_add(f);
+                            let at = slot((p[0], p[1]), bits);
+                            let within = (at & ((1 << local) - 1)) as u32;
+                            buckets[at >> local].push(within << WEIGHT_BITS | weight);
                         }
                     }
-                })
+                });
+                counters.par_chunks_mut(1 << local).enumerate().for_each(|(part, mine)| {
+                    for buckets in &stretches {
+                        for &e in &buckets[part] {
+                            let c = &mut mine[(e >> WEIGHT_BITS) as usize];
+                            *c = c.saturating_add((e & WEIGHT) as u16);
+                        }
+                    }
+                });
             });
             first = last;
         }
@@ -126,10 +152,13 @@ impl Sketch {
     /// Which counters hold `least` or more, one bit each: what the cut asks
     /// of each place, in 2 MB (a look-up in the counters is a cache miss:
     /// 1.9 s of the cut's time on 1 GB with `u32` counters). A threshold
-    /// above `u16::MAX` asks for `u16::MAX`: a place is cut only where its
-    /// counter is below it, so its pair's count is below the threshold.
+    /// above [`WEIGHT`] asks for `WEIGHT`: a counter holds at least the
+    /// smaller of its pair's count and `WEIGHT` (a weight cut to `WEIGHT`
+    /// alone makes it `WEIGHT`), so a place cut, its counter below the
+    /// smaller of the threshold and `WEIGHT`, has a pair counted fewer times
+    /// than the threshold.
     fn at_least(&self, least: u32) -> AtLeast {
-        let least = least.min(u16::MAX.into()) as u16;
+        let least = least.min(WEIGHT) as u16;
         let mut bits = vec![0u64; self.counters.len().div_ceil(64)];
         for (i, &c) in self.counters.iter().enumerate() {
             bits[i / 64] |= u64::from(c >= least) << (i % 64);
@@ -184,7 +213,8 @@ pub(super) fn guess(sketch: &Sketch, merges: usize) -> u32 {
 /// hold a 64th of the distinct pieces, small enough to stay in the CPU's
 /// caches while a bucket of pieces goes through them, and the parts go on
 /// all cores (as the first pairs do: `initial_pairs` in `merging.rs`).
-const PARTS: usize = 64;
+const PIECE_BITS: u32 = 6;
+const PARTS: usize = 1 << PIECE_BITS;
 
 /// About how many symbols of words are cut before the parts' maps take
 /// their pieces (a few tens of MB of buckets).
@@ -198,9 +228,8 @@ const STRETCHES: usize = 16;
 /// The part of a hash (its top 6 bits; not the bits the maps use).
 #[inline]
 fn part(h: u64) -> usize {
-    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PIECE_BITS)) as usize
 }
-const _: () = assert!(PARTS == 1 << 6);
 
 /// The pieces of `words` cut at every place whose pair counts fewer than
 /// `least` occurrences in `sketch`, those of two symbols or more, each

@@ -53,6 +53,34 @@ fn the_sketch_counts_each_pair_at_least_as_often_as_it_occurs() {
     }
 }
 
+/// Words counted more than `WEIGHT` times add `WEIGHT` to their pairs'
+/// counters, and the cut still keeps every pair counted `least` times or
+/// more, thresholds above `WEIGHT` and counters at `u16::MAX` included.
+#[test]
+fn heavy_words_never_cut_a_frequent_pair() {
+    let counts = count_documents(&Splitter::new(STAGE2_PATTERN).unwrap(), &[&shakespeare()]).unwrap();
+    let mut words = Words::<u16>::new(counts).unwrap();
+    for (i, f) in [(0, 100_000), (1, 20_000), (2, WEIGHT), (3, 70_000), (5, 3)] {
+        words.meta[i * 7].freq = f;
+    }
+    let want = exact(&words);
+    let sketch = Sketch::of(&words, &mut || Ok(())).unwrap();
+    for (&p, &n) in &want {
+        assert!(u64::from(sketch.get(p)) >= n.min(WEIGHT.into()), "{p:?}: {} < {n}", sketch.get(p));
+    }
+    for least in [2, 1000, WEIGHT, WEIGHT + 1, 50_000, 200_000] {
+        let frequent = sketch.at_least(least);
+        let mut kept = 0;
+        for (&p, &n) in &want {
+            if n >= u64::from(least) {
+                assert!(frequent.get(p), "{p:?} counted {n}, cut at {least}");
+                kept += 1;
+            }
+        }
+        assert!(kept > 0 || least == 200_000, "least {least}: no pair as frequent");
+    }
+}
+
 #[test]
 fn the_words_are_cut_at_every_rare_pair_and_nowhere_else() {
     // Stage 2's words over a base vocabulary, as in training.
