@@ -190,8 +190,8 @@ fn slot<S: Symbol>(pair: Pair<S>, bits: u32) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
 }
 
-/// A first `T` for a training of `merges` merges: a third of the count of
-/// the `merges`-th most frequent pair (its counter, in the sketch).
+/// A first `T` for a training of `merges` merges: two fifths of the count
+/// of the `merges`-th most frequent pair (its counter, in the sketch).
 ///
 /// Why: the merges draw first from the frequent pairs, so the last of
 /// `merges` merges counts less than the `merges`-th pair; how much less
@@ -199,14 +199,17 @@ fn slot<S: Symbol>(pair: Pair<S>, bits: u32) -> usize {
 /// 200k: the 20,000th pair counted 92 and the last merge 47 on 100 MB),
 /// 0.69-0.80 on code and FLORES-200 (docs/dev/superbpe.md, "Memory of stage
 /// 2"). Too high a guess costs a second training; too low, fewer cuts, and
-/// more pieces to train on (a quarter: 0.5-1 s more of a 23 s training on 1 GB).
+/// more pieces to train on: on 1 GB of English, a third (`T` 280) left
+/// 34.5M symbols in pieces, two fifths (336) 31.2M, and the cut, the first
+/// pairs and the merge loop took 0.5 s less; half (420) would have trained
+/// on 100 MB at `T` 46 with a last merge of 47.
 pub(super) fn guess(sketch: &Sketch, merges: usize) -> u32 {
     let mut counts: Vec<u16> = sketch.counters.iter().copied().filter(|&c| c > 0).collect();
     if merges == 0 || counts.len() < merges {
         return 0;
     }
     let (_, &mut kth, _) = counts.select_nth_unstable_by(merges - 1, |a, b| b.cmp(a));
-    u32::from(kth) / 3
+    u32::from(kth) * 2 / 5
 }
 
 /// How many parts the pieces are gathered in, by a hash: each part's maps
