@@ -65,7 +65,7 @@ const _: () = assert!(BITS - PART_BITS + WEIGHT_BITS <= 32);
 /// About how many symbols of words the sketch takes a block at a time: its
 /// buckets hold 4 bytes an occurrence, 64 MB, and each block's counting
 /// goes once through all the counters, part by part (on 1 GB of English,
-/// blocks of 2^22 symbols took 0.57-0.60 s, 2^23 0.50-0.53 s, 2^24
+/// blocks of 2^22 symbols took 0.57-0.61 s, 2^23 0.50-0.53 s, 2^24
 /// 0.46-0.47 s).
 const SKETCH_BLOCK: usize = 1 << 24;
 
