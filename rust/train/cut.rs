@@ -201,8 +201,8 @@ fn slot<S: Symbol>(pair: Pair<S>, bits: u32) -> usize {
 /// 2"). Too high a guess costs a second training; too low, fewer cuts, and
 /// more pieces to train on: on 1 GB of English, a third (`T` 280) left
 /// 34.5M symbols in pieces, two fifths (336) 31.2M, and the cut, the first
-/// pairs and the merge loop took 0.5 s less; half (420) would have trained
-/// on 100 MB at `T` 46 with a last merge of 47.
+/// pairs and the merge loop took 0.5 s less. Half would leave no margin:
+/// on 100 MB of English it cuts at 46, and the last merge counts 47.
 pub(super) fn guess(sketch: &Sketch, merges: usize) -> u32 {
     let mut counts: Vec<u16> = sketch.counters.iter().copied().filter(|&c| c > 0).collect();
     if merges == 0 || counts.len() < merges {

@@ -55,7 +55,7 @@ fn the_sketch_counts_each_pair_at_least_as_often_as_it_occurs() {
 
 /// Words counted more than `WEIGHT` times add `WEIGHT` to their pairs'
 /// counters, and the cut still keeps every pair counted `least` times or
-/// more, thresholds above `WEIGHT` and counters at `u16::MAX` included.
+/// more, thresholds above `WEIGHT` and above `u16::MAX` included.
 #[test]
 fn heavy_words_never_cut_a_frequent_pair() {
     let counts = count_documents(&Splitter::new(STAGE2_PATTERN).unwrap(), &[&shakespeare()]).unwrap();
