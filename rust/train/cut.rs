@@ -42,6 +42,7 @@
 use rustc_hash::FxHashMap;
 
 use super::count::add_bound;
+use super::stretches::{in_stretches, STRETCHES};
 use super::words::{Pair, Symbol, Words};
 
 /// Counters in the sketch: at most 2^24, of 16 bits, 32 MB (a few tens of
@@ -106,39 +107,35 @@ impl Sketch {
         let mut counters = vec![0u16; 1 << bits];
         let mut stretches: Vec<Vec<Vec<u32>>> =
             (0..STRETCHES).map(|_| (0..1 << PART_BITS).map(|_| Vec::new()).collect()).collect();
-        let mut first = 0;
-        while first < words.count() {
-            between()?;
-            let (mut last, mut symbols) = (first, 0);
-            while last < words.count() && symbols < SKETCH_BLOCK {
-                symbols += words.meta[last].len as usize;
-                last += 1;
+        let scan = |i: usize, buckets: &mut Vec<Vec<u32>>| {
+            let weight = words.meta[i].freq.min(WEIGHT);
+            for p in words.word(i).windows(2) {
+                let at = slot((p[0], p[1]), bits);
+                let within = (at & ((1 << local) - 1)) as u32;
+                buckets[at >> local].push(within << WEIGHT_BITS | weight);
             }
-            let per = (last - first).div_ceil(STRETCHES);
-            crate::threads::install(|| {
-                stretches.par_iter_mut().enumerate().for_each(|(r, buckets)| {
-                    buckets.iter_mut().for_each(Vec::clear);
-                    let from = (first + r * per).min(last);
-                    for i in from..(from + per).min(last) {
-                        let weight = words.meta[i].freq.min(WEIGHT);
-                        for p in words.word(i).windows(2) {
-                            let at = slot((p[0], p[1]), bits);
-                            let within = (at & ((1 << local) - 1)) as u32;
-                            buckets[at >> local].push(within << WEIGHT_BITS | weight);
+        };
+        in_stretches(
+            words,
+            SKETCH_BLOCK,
+            |len| len,
+            &mut stretches,
+            between,
+            scan,
+            |stretches| {
+                crate::threads::install(|| {
+                    counters.par_chunks_mut(1 << local).enumerate().for_each(|(part, mine)| {
+                        for buckets in stretches.iter() {
+                            for &e in &buckets[part] {
+                                let c = &mut mine[(e >> WEIGHT_BITS) as usize];
+                                *c = c.saturating_add((e & WEIGHT) as u16);
+                            }
                         }
-                    }
+                    })
                 });
-                counters.par_chunks_mut(1 << local).enumerate().for_each(|(part, mine)| {
-                    for buckets in &stretches {
-                        for &e in &buckets[part] {
-                            let c = &mut mine[(e >> WEIGHT_BITS) as usize];
-                            *c = c.saturating_add((e & WEIGHT) as u16);
-                        }
-                    }
-                });
-            });
-            first = last;
-        }
+                stretches.iter_mut().flatten().for_each(Vec::clear);
+            },
+        )?;
         Ok(Sketch { counters, bits })
     }
 
@@ -223,11 +220,6 @@ const PARTS: usize = 1 << PIECE_BITS;
 /// their pieces (a few tens of MB of buckets).
 const BLOCK: usize = 1 << 22;
 
-/// How many stretches a block is cut in, each scanned into buckets of its
-/// own on any thread (a fixed number, so that the maps take the pieces in
-/// the words' order on any number of threads).
-const STRETCHES: usize = 16;
-
 /// The part of a hash (its top 6 bits; not the bits the maps use).
 #[inline]
 fn part(h: u64) -> usize {
@@ -298,46 +290,39 @@ pub(super) fn cut<'w, S: Symbol>(
             }
         }
     };
-    let mut first = 0;
-    while first < words.count() {
-        between()?;
-        let (mut last, mut symbols) = (first, 0);
-        while last < words.count() && symbols < BLOCK {
-            symbols += words.meta[last].len as usize;
-            last += 1;
-        }
-        let per = (last - first).div_ceil(STRETCHES);
-        crate::threads::install(|| {
-            stretches.par_iter_mut().enumerate().for_each(|(r, to)| {
-                let from = (first + r * per).min(last);
-                for i in from..(from + per).min(last) {
-                    scan(i, to);
-                }
-            });
+    in_stretches(
+        words,
+        BLOCK,
+        |len| len,
+        &mut stretches,
+        between,
+        scan,
+        |stretches| {
             // Each part takes its pieces from the stretches in order.
-            short.par_iter_mut().zip(medium.par_iter_mut()).zip(long.par_iter_mut()).enumerate().for_each(
-                |(p, ((short, medium), long))| {
-                    for to in &stretches {
-                        for &(key, f) in &to.short[p] {
-                            *short.entry(key).or_insert(0) += f;
+            crate::threads::install(|| {
+                short.par_iter_mut().zip(medium.par_iter_mut()).zip(long.par_iter_mut()).enumerate().for_each(
+                    |(p, ((short, medium), long))| {
+                        for to in stretches.iter() {
+                            for &(key, f) in &to.short[p] {
+                                *short.entry(key).or_insert(0) += f;
+                            }
+                            for &(key, f) in &to.medium[p] {
+                                *medium.entry(key).or_insert(0) += f;
+                            }
+                            for &(piece, f) in &to.long[p] {
+                                *long.entry(piece).or_insert(0) += f;
+                            }
                         }
-                        for &(key, f) in &to.medium[p] {
-                            *medium.entry(key).or_insert(0) += f;
-                        }
-                        for &(piece, f) in &to.long[p] {
-                            *long.entry(piece).or_insert(0) += f;
-                        }
-                    }
-                },
-            );
-        });
-        for to in &mut stretches {
-            to.short.iter_mut().for_each(Vec::clear);
-            to.medium.iter_mut().for_each(Vec::clear);
-            to.long.iter_mut().for_each(Vec::clear);
-        }
-        first = last;
-    }
+                    },
+                )
+            });
+            for to in stretches.iter_mut() {
+                to.short.iter_mut().for_each(Vec::clear);
+                to.medium.iter_mut().for_each(Vec::clear);
+                to.long.iter_mut().for_each(Vec::clear);
+            }
+        },
+    )?;
     drop(stretches);
     // The words' size first; then each map is emptied into them, its memory
     // given back before the next one's pieces are copied.

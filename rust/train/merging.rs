@@ -10,6 +10,7 @@ use super::cold::{class, thaw, Cold, CLASSES};
 use super::count::Source;
 use super::heap::{floor_for, histogram, PairHeap};
 use super::occurrences::{push_sized, varint_len, Lists, PairInfo, INLINE, IN_ARENA, TRAILER};
+use super::stretches::{in_stretches, STRETCHES};
 use super::words::{merge_word, new_pairs, pairs_at, Pair, Symbol, Words};
 
 /// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64).
@@ -60,9 +61,6 @@ const _: () = assert!(PARTS == 1 << 6);
 /// One stretch of words' pair occurrences, a bucket per part, each in word order.
 type Buckets<S> = Vec<Vec<(Pair<S>, u32)>>;
 
-/// Stretches a block of words is cut into for `by_part`'s scan.
-const STRETCHES: usize = 16;
-
 /// Visits every pair occurrence of `words`: sorts them, a block of words
 /// holding about `block` occurrences at a time, into one bucket per part,
 /// and hands the buckets to `each`. The block is cut into stretches of
@@ -78,31 +76,17 @@ fn by_part<S: Symbol>(
     mut each: impl FnMut(&[Buckets<S>]),
 ) -> Result<(), String> {
     let mut stretches: Vec<Buckets<S>> = (0..STRETCHES).map(|_| (0..PARTS).map(|_| Vec::new()).collect()).collect();
-    let mut first = 0;
-    while first < words.count() {
-        let (mut last, mut held) = (first, 0);
-        while last < words.count() && held < block {
-            held += (words.meta[last].len as usize).saturating_sub(1);
-            last += 1;
+    let pairs = |len: usize| len.saturating_sub(1);
+    let scan = |i: usize, buckets: &mut Buckets<S>| {
+        for p in words.word(i).windows(2) {
+            let p = (p[0], p[1]);
+            buckets[part_of(p)].push((p, i as u32));
         }
-        between()?;
-        let per = (last - first).div_ceil(STRETCHES);
-        crate::threads::install(|| {
-            stretches.par_iter_mut().enumerate().for_each(|(r, buckets)| {
-                buckets.iter_mut().for_each(Vec::clear);
-                let from = (first + r * per).min(last);
-                for i in from..(from + per).min(last) {
-                    for p in words.word(i).windows(2) {
-                        let p = (p[0], p[1]);
-                        buckets[part_of(p)].push((p, i as u32));
-                    }
-                }
-            })
-        });
-        each(&stretches);
-        first = last;
-    }
-    Ok(())
+    };
+    in_stretches(words, block, pairs, &mut stretches, between, scan, |stretches| {
+        each(stretches);
+        stretches.iter_mut().flatten().for_each(Vec::clear);
+    })
 }
 
 /// The initial pairs (byte pairs, or a base vocabulary's): their counts and

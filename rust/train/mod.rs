@@ -49,6 +49,7 @@ mod shards;
 pub mod table;
 mod spill;
 mod words;
+mod stretches;
 mod cut;
 mod occurrences;
 mod cold;
