@@ -71,7 +71,7 @@ def timed_and_warmup(source: Path, name: str) -> dict:
 def cjk_slices(flores: Path) -> dict:
     """The CJK row: FLORES-200's Chinese, Japanese and Korean sentences,
     the first half of each language's timed and the second half the warm-up
-    (about 0.7 MB each: all the CJK text the shared corpora hold)."""
+    (about 0.25 MB each: all the CJK text the shared corpora hold)."""
     timed_path = _corpora.cache_dir() / "flores200_cjk.txt"
     warm_path = _corpora.cache_dir() / "flores200_cjk.warmup.txt"
     if not (timed_path.exists() and warm_path.exists()

@@ -33,7 +33,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use rustc_hash::FxHashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use super::table::Table;
 use crate::threads::ForkLocal;
@@ -49,12 +52,16 @@ pub struct Memo {
     /// went 2-10% faster on FLORES-200 (o200k and cl100k) and 6-15% on
     /// English.
     short: FxHashMap<(u64, u64), (u32, u32)>,
-    /// The same for longer chunks (a copy of the bytes each: these are the
-    /// chunks whose merging costs most).
-    long: FxHashMap<Box<[u8]>, (u32, u32)>,
+    /// The same for longer chunks (these are the chunks whose merging
+    /// costs most): their bytes one after another in `long_bytes`, and an
+    /// index of `Long` entries over them. A key of its own for each (a
+    /// `Box<[u8]>`) cost an allocation at each insert and a free at each
+    /// start afresh: with it, Chinese, Japanese and Korean text (long runs
+    /// of letters, most merged once) encoded ~4% slower
+    /// (docs/dev/performance.md, "Long chunks' keys in one buffer").
+    long: HashTable<Long>,
+    long_bytes: Vec<u8>,
     ids: Vec<Rank>,
-    /// The bytes of the long keys.
-    long_bytes: usize,
     /// The front tables: chunk -> its ids, for tokens and merged chunks
     /// alike, so that a chunk seen lately costs one probe in a small table
     /// instead of one into the vocabulary's maps (and for a merged chunk a
@@ -87,6 +94,23 @@ pub struct Memo {
     mark: u32,
     old_hits: u32,
     pays: bool,
+}
+
+/// A long chunk in the memo: its hash (kept, so that the index grows without
+/// hashing the bytes again), where its bytes are in `long_bytes`, and where
+/// its ids are in `ids` (start, count), as `short`'s values.
+#[derive(Clone, Copy)]
+struct Long {
+    hash: u64,
+    at: u32,
+    len: u32,
+    ids: (u32, u32),
+}
+
+/// The hash of a long chunk's bytes.
+#[inline(always)]
+fn long_hash(chunk: &[u8]) -> u64 {
+    FxBuildHasher.hash_one(chunk)
 }
 
 /// In a memo entry's id count: found again after the epoch it was put in.
@@ -149,7 +173,13 @@ impl Memo {
     /// English).
     #[inline(always)]
     pub fn get(&mut self, chunk: &[u8]) -> Option<&[Rank]> {
-        let found = if chunk.len() <= 15 { self.short.get_mut(&halves(pack(chunk))) } else { self.long.get_mut(chunk) };
+        let found = if chunk.len() <= 15 {
+            self.short.get_mut(&halves(pack(chunk)))
+        } else {
+            let bytes = &self.long_bytes;
+            let same = |e: &Long| e.len as usize == chunk.len() && &bytes[e.at as usize..][..chunk.len()] == chunk;
+            self.long.find_mut(long_hash(chunk), same).map(|e| &mut e.ids)
+        };
         let (start, len) = found?;
         let start = *start;
         // (A chunk put in before this epoch, found for the first time since:
@@ -245,11 +275,14 @@ impl Memo {
     #[inline]
     pub fn insert(&mut self, chunk: &[u8], ids: &[Rank]) {
         let ids_full = self.ids.len() + ids.len() > Self::MAX_IDS;
-        if ids_full || self.held() >= Self::MAX_CHUNKS << self.grown {
-            if ids.len() > Self::MAX_IDS {
+        // (`long_bytes` is indexed by `u32`: a memo holding 4 GiB of long
+        // chunks' bytes starts afresh, as one holding too many ids does.)
+        let bytes_full = chunk.len() > 15 && self.long_bytes.len() + chunk.len() > u32::MAX as usize;
+        if ids_full || bytes_full || self.held() >= Self::MAX_CHUNKS << self.grown {
+            if ids.len() > Self::MAX_IDS || chunk.len() > u32::MAX as usize {
                 return;
             }
-            if !ids_full && self.pays && self.grown < Self::MAX_GROWN {
+            if !ids_full && !bytes_full && self.pays && self.grown < Self::MAX_GROWN {
                 self.grown += 1;
             } else {
                 self.start_afresh();
@@ -261,8 +294,10 @@ impl Memo {
         if chunk.len() <= 15 {
             self.short.insert(halves(pack(chunk)), at);
         } else {
-            self.long.insert(chunk.into(), at);
-            self.long_bytes += chunk.len();
+            let long =
+                Long { hash: long_hash(chunk), at: self.long_bytes.len() as u32, len: chunk.len() as u32, ids: at };
+            self.long_bytes.extend_from_slice(chunk);
+            self.long.insert_unique(long.hash, long, |e| e.hash);
         }
         self.puts += 1;
         if self.puts % Self::EPOCH == 0 {
@@ -281,9 +316,9 @@ impl Memo {
     fn start_afresh(&mut self) {
         self.short.clear();
         self.long.clear();
+        self.long_bytes.clear();
         self.ids.clear();
         self.grown = 0;
-        self.long_bytes = 0;
         self.mark = 0;
         self.pays = false;
     }
@@ -309,12 +344,11 @@ impl Memo {
     }
 
     /// Its memory, roughly: the tables' buckets (key, value and control
-    /// byte; a long key's box header too), the long keys' bytes, the ids'
-    /// buffer, the front table.
+    /// byte), the long keys' bytes, the ids' buffer, the front table.
     pub fn bytes(&self) -> usize {
         self.short.capacity() * 25
-            + self.long.capacity() * 41
-            + self.long_bytes
+            + self.long.capacity() * (std::mem::size_of::<Long>() + 1)
+            + self.long_bytes.capacity()
             + self.ids.capacity() * 4
             + self.front.len() * std::mem::size_of::<Front>()
             + self.short_front.len() * std::mem::size_of::<ShortFront>()
@@ -464,133 +498,5 @@ impl Drop for PooledMemo<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pool_keeps_memos_within_its_cap() {
-        let pool = MemoPool::new(1 << 20);
-        {
-            let mut m = PooledMemo::new(&pool);
-            m.insert(b"hello", &[1, 2]);
-            m.insert(b"a chunk of more than fifteen bytes", &[3, 4, 5]);
-        }
-        let info = pool.info();
-        assert_eq!((info.memos, info.entries, info.fresh), (1, 2, 1));
-        assert!(info.bytes > 0 && info.bytes <= info.capacity);
-        {
-            let mut m = PooledMemo::new(&pool);
-            assert_eq!(m.get(b"hello"), Some(&[1, 2][..]));
-            assert_eq!(m.get(b"a chunk of more than fifteen bytes"), Some(&[3, 4, 5][..]));
-            // Taken: a second call at the same time starts afresh.
-            assert!(PooledMemo::new(&pool).is_empty());
-        }
-        assert_eq!(pool.info().reused, 1);
-        // A memo too big for the cap is not kept.
-        pool.set_capacity(50);
-        {
-            let mut m = PooledMemo::new(&pool);
-            m.insert(b"hello", &[1, 2]);
-        }
-        assert_eq!(pool.info().memos, 0);
-        pool.set_capacity(1 << 20);
-        drop(PooledMemo::new(&pool)); // an empty memo is not kept
-        assert_eq!(pool.info().memos, 0);
-        pool.set_capacity(0);
-        {
-            let mut m = PooledMemo::new(&pool);
-            m.insert(b"hello", &[1, 2]);
-        }
-        assert_eq!(pool.info().memos, 0);
-    }
-
-    /// A chunk's key in the growth tests: distinct for each `k`, at most 15
-    /// bytes (the short map) or longer (the long one), and its ids.
-    fn chunk(k: usize) -> (Vec<u8>, Vec<Rank>) {
-        let key = if k % 5 == 0 { format!("a longer chunk {k}") } else { format!("w{k}") };
-        (key.into_bytes(), if k % 2 == 0 { vec![k as Rank] } else { vec![k as Rank, 7] })
-    }
-
-    /// Puts chunks 0..n in a fresh memo; before putting chunk k, looks up
-    /// chunk `back(k)` (if any) and checks its ids.
-    fn fill(n: usize, back: impl Fn(usize) -> Option<usize>) -> (Memo, Vec<u32>) {
-        let mut m = Memo::default();
-        let mut grown = vec![];
-        for k in 0..n {
-            if let Some(b) = back(k) {
-                let (key, ids) = chunk(b);
-                if let Some(found) = m.get(&key) {
-                    assert_eq!(found, &ids[..], "chunk {b} looked up before chunk {k}");
-                }
-            }
-            let (key, ids) = chunk(k);
-            m.insert(&key, &ids);
-            grown.push(m.grown());
-        }
-        (m, grown)
-    }
-
-    /// A memo whose chunks from before the epoch keep being found doubles
-    /// its room at each fill, up to `MAX_GROWN` times, keeping every chunk
-    /// (with its ids); then it starts afresh.
-    #[test]
-    fn a_memo_grows_while_its_old_chunks_recur() {
-        let epoch = Memo::EPOCH as usize;
-        let most = Memo::MAX_CHUNKS << Memo::MAX_GROWN;
-        // Chunk k looks up chunk k - epoch: one old chunk found per put.
-        let (mut m, grown) = fill(most, |k| k.checked_sub(epoch));
-        assert_eq!((m.len(), m.grown()), (most, Memo::MAX_GROWN));
-        for k in [0, 1, 5, Memo::MAX_CHUNKS, most - 1] {
-            let (key, ids) = chunk(k);
-            assert_eq!(m.get(&key), Some(&ids[..]), "chunk {k}");
-        }
-        // It grew at each fill: 32k chunks (in use), 64k, 128k.
-        for g in 0..Memo::MAX_GROWN {
-            assert_eq!(grown[(Memo::MAX_CHUNKS << g) - 1], g);
-            assert_eq!(grown[Memo::MAX_CHUNKS << g], g + 1);
-        }
-        let big = m.bytes();
-        // One more: started afresh, its room kept (and never more).
-        let (mut m, _) = fill(most + 1, |k| k.checked_sub(epoch));
-        assert_eq!((m.len(), m.grown()), (1, 0));
-        assert!(m.bytes() <= big, "{} > {big} bytes", m.bytes());
-        let (key, ids) = chunk(most);
-        assert_eq!(m.get(&key), Some(&ids[..]));
-    }
-
-    /// A memo whose old chunks are not found again (here: only the chunk
-    /// just put in is looked up, and chunks found fewer than `PAYS` times
-    /// an epoch) starts afresh at `MAX_CHUNKS`, as before growth existed.
-    #[test]
-    fn a_memo_whose_old_chunks_do_not_recur_starts_afresh() {
-        let epoch = Memo::EPOCH as usize;
-        let pays = Memo::PAYS as usize;
-        let (m, grown) = fill(3 * Memo::MAX_CHUNKS + 1, |k| k.checked_sub(1));
-        assert!(grown.iter().all(|&g| g == 0));
-        assert_eq!(m.len(), 1);
-        // Old chunks found, but one fewer than `PAYS` an epoch: still no
-        // growth; each old chunk counts once however often it is found.
-        let few = |k: usize| (k % epoch < pays - 1).then(|| k.checked_sub(epoch)).flatten();
-        let (_, grown) = fill(3 * Memo::MAX_CHUNKS, few);
-        assert!(grown.iter().all(|&g| g == 0));
-        let (_, grown) = fill(3 * Memo::MAX_CHUNKS, |k| k.checked_sub(epoch).map(|b| b - b % 8));
-        assert!(grown.iter().all(|&g| g == 0));
-        // `PAYS` of them: it grows.
-        let enough = |k: usize| (k % epoch < pays).then(|| k.checked_sub(epoch)).flatten();
-        let (_, grown) = fill(Memo::MAX_CHUNKS + 1, enough);
-        assert_eq!(grown[Memo::MAX_CHUNKS], 1);
-    }
-
-    /// The ids limit starts a memo afresh even where it would grow.
-    #[test]
-    fn a_memo_full_of_ids_starts_afresh() {
-        let mut m = Memo::default();
-        let ids = vec![1; Memo::MAX_IDS / 4];
-        for k in 0..4 {
-            m.insert(format!("chunk {k}").as_bytes(), &ids);
-        }
-        m.insert(b"one more", &[5]);
-        assert_eq!((m.len(), m.grown()), (1, 0));
-        assert_eq!(m.get(b"one more"), Some(&[5][..]));
-    }
-}
+#[path = "memo_tests.rs"]
+mod tests;
