@@ -45,8 +45,20 @@
 //! tokens that hold c and more on both sides: with c whole, the first merge
 //! that takes c makes a token that starts or ends with it.
 //!
-//! The table is built with the encoder, from its vocabulary (~7 ms for
-//! o200k, ~1 ms for cl100k). Characters of 4 bytes (emoji, rare CJK) are
+//! Characters of 3 bytes that are no token, but that BPE on their bytes
+//! alone makes into the token of their first two bytes and their last byte
+//! (one merge: `highest` is its rank), start as those two parts by the same
+//! rule: the argument above never uses c being one token, only that BPE on
+//! c alone ends where the start begins, and that every token joining c's
+//! bytes to others, or holding all of c and more, ranks above `highest` (c
+//! itself is no token, so its two parts never join each other). With cl100k
+//! a quarter of the characters of Chinese text are such, and encoding it
+//! got 10-15% faster (docs/dev/performance.md, "Characters that start as two
+//! tokens"). Characters that BPE makes into their first byte and the token
+//! of their last two are left to merge (1% of them).
+//!
+//! The table is built with the encoder, from its vocabulary (~19 ms for
+//! o200k, ~9 ms for cl100k, on a 2-core AMD EPYC). Characters of 4 bytes (emoji, rare CJK) are
 //! left out, which costs only speed. On FLORES-200 with o200k, encoding got
 //! 5-11% faster (`examples/profile`), and 3-5% more with the exact bytes
 //! inside words; text without such characters takes the plain path.
@@ -94,12 +106,49 @@ fn char_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
     }
 }
 
-/// A character that may start whole somewhere (see `Chars::new`).
+/// A character that may start whole somewhere (see `Chars::new`): its code
+/// point and bytes, the rank its start part is stored with (`FIRST_TWO` set
+/// for a character that starts as its first two bytes' token), the highest
+/// rank BPE merges on its bytes alone, and the lowest ranks of tokens that
+/// hold it and more.
 struct Candidate {
     cp: usize,
+    bytes: [u8; 3],
+    len: usize,
     rank: Rank,
     highest: Rank,
     holds: [Rank; 16],
+}
+
+/// In a table entry's rank: the character starts as two parts, the token of
+/// its first two bytes (the rank without this bit) and its last byte.
+/// (Ranks are far below 2^31.)
+const FIRST_TWO: Rank = 1 << 31;
+
+/// Rows of 64 ranks (one per continuation or lead byte), for some of `n`
+/// candidates: a candidate without one reads a row of `NONE`.
+struct Rows {
+    at: Vec<u32>,
+    rows: Vec<[Rank; 64]>,
+}
+
+impl Rows {
+    fn new(n: usize) -> Rows {
+        Rows { at: vec![u32::MAX; n], rows: Vec::new() }
+    }
+
+    fn row_mut(&mut self, candidate: usize) -> &mut [Rank; 64] {
+        if self.at[candidate] == u32::MAX {
+            self.at[candidate] = self.rows.len() as u32;
+            self.rows.push([NONE; 64]);
+        }
+        &mut self.rows[self.at[candidate] as usize]
+    }
+
+    fn row(&self, candidate: usize) -> &[Rank; 64] {
+        const EMPTY: [Rank; 64] = [NONE; 64];
+        self.rows.get(self.at[candidate] as usize).unwrap_or(&EMPTY)
+    }
 }
 
 /// Proper prefixes of 2- and 3-byte characters: a lead byte (C2..EF), or an
@@ -169,7 +218,27 @@ impl Chars {
             let Some((cp, _)) = char_at(t, 0).filter(|&(_, k)| k == t.len()) else { continue };
             if let Some(highest) = highest_merge(vocab, t, rank) {
                 index[cp] = cands.len() as u32;
-                cands.push(Candidate { cp, rank, highest, holds: [NONE; 16] });
+                let mut bytes = [0; 3];
+                bytes[..t.len()].copy_from_slice(t);
+                cands.push(Candidate { cp, bytes, len: t.len(), rank, highest, holds: [NONE; 16] });
+            }
+        }
+        // And 3-byte characters that are no token but that BPE makes, alone,
+        // into the token of their first two bytes and their last byte: one
+        // merge (of the first two, ranked below the last two if those are a
+        // token). They start as those two parts where the same rule makes
+        // that exact (the proof above holds with c's one merge as `highest`,
+        // c not being a token): in Chinese text with cl100k, a quarter of
+        // the characters, each a merge saved.
+        for (t, first) in all().filter(|&(t, _)| t.len() == 2 && prefix_index(t).is_some_and(|p| p >= 256)) {
+            for last in 0x80..0xC0u8 {
+                let bytes = [t[0], t[1], last];
+                let Some((cp, 3)) = char_at(&bytes, 0) else { continue };
+                if index[cp] != u32::MAX || vocab.get(&bytes) != NONE || vocab.get(&bytes[1..]) <= first {
+                    continue;
+                }
+                index[cp] = cands.len() as u32;
+                cands.push(Candidate { cp, bytes, len: 3, rank: first | FIRST_TWO, highest: first, holds: [NONE; 16] });
             }
         }
         if cands.is_empty() {
@@ -187,11 +256,12 @@ impl Chars {
         let mut prefix_after = vec![NONE; 64 * PREFIXES];
         let mut suffix_before = vec![NONE; 64 * SUFFIXES];
         // Per candidate, the lowest rank of a token that ends with it after
-        // the continuation byte 0x80 + x: ends_after[64 * candidate + x]; of
+        // the continuation byte 0x80 + x: ends_after.row(candidate)[x]; of
         // one that starts with it before the lead byte 0xC0 + y:
-        // starts_before[64 * candidate + y].
-        let mut ends_after = vec![NONE; 64 * cands.len()];
-        let mut starts_before = vec![NONE; 64 * cands.len()];
+        // starts_before.row(candidate)[y]. (Rows only for the candidates
+        // some token holds so: most are in no token.)
+        let mut ends_after = Rows::new(cands.len());
+        let mut starts_before = Rows::new(cands.len());
         let lower = |low: &mut Rank, r: Rank| *low = (*low).min(r);
         // (ASCII tokens, most of a vocabulary, hold no part of a character.)
         for (t, r) in all().filter(|(t, _)| !t.is_ascii()) {
@@ -221,10 +291,10 @@ impl Chars {
                         let after = if j + k == n { 0 } else { class(t[j + k]) };
                         lower(&mut c.holds[4 * before + after], r);
                         if before == 2 && after == 0 {
-                            lower(&mut ends_after[64 * at + (t[j - 1] & 0x3F) as usize], r);
+                            lower(&mut ends_after.row_mut(at)[(t[j - 1] & 0x3F) as usize], r);
                         }
                         if before == 0 && after == 3 {
-                            lower(&mut starts_before[64 * at + (t[j + k] & 0x3F) as usize], r);
+                            lower(&mut starts_before.row_mut(at)[(t[j + k] & 0x3F) as usize], r);
                         }
                     }
                 }
@@ -233,27 +303,28 @@ impl Chars {
         let mut table = vec![(NONE, 0, 0); 1 << 16];
         let mut inside = vec![(0, 0)];
         for (at, c) in cands.iter().enumerate() {
-            // (A candidate's rank is the id of one of `tokens`: its bytes.)
-            let bytes = tokens[c.rank as usize].unwrap_or_default();
+            let bytes = &c.bytes[..c.len];
+            // Per class of the byte before (after) c, the lowest rank of a
+            // token that holds a proper prefix (suffix) of c after (before) it.
+            let (mut after_class, mut before_class) = ([NONE; 4], [NONE; 4]);
+            for cut in 1..bytes.len() {
+                for class in 1..4 {
+                    let p = prefix_index(&bytes[..cut]).map_or(NONE, |p| prefix[4 * p + class]);
+                    after_class[class] = after_class[class].min(p);
+                    before_class[class] = before_class[class].min(suffix[4 * suffix_index(&bytes[cut..]) + class]);
+                }
+            }
             let mut bits = 0;
-            for left in 0..4 {
-                for right in 0..4 {
+            for (left, &joins_left) in after_class.iter().enumerate() {
+                for (right, &joins_right) in before_class.iter().enumerate() {
                     // Tokens that hold c and more and could match here: those
                     // that start (end) with c match whatever is before (after).
-                    let mut low = NONE;
+                    let mut low = joins_left.min(joins_right);
                     for before in [0, left] {
                         for after in [0, right] {
                             if (before, after) != (0, 0) {
                                 low = low.min(c.holds[4 * before + after]);
                             }
-                        }
-                    }
-                    for cut in 1..bytes.len() {
-                        if left != 0 {
-                            low = low.min(prefix_index(&bytes[..cut]).map_or(NONE, |p| prefix[4 * p + left]));
-                        }
-                        if right != 0 {
-                            low = low.min(suffix[4 * suffix_index(&bytes[cut..]) + right]);
                         }
                     }
                     if c.highest < low {
@@ -265,17 +336,20 @@ impl Chars {
             // token with c and more on both sides needs no test there: with
             // c whole, the first merge that takes c makes a token that
             // starts or ends with it, and those are tested.)
-            let (mut after, mut before) = (0u64, 0u64);
-            let cuts = 1..bytes.len();
-            let prefixes: Vec<usize> = cuts.clone().filter_map(|cut| prefix_index(&bytes[..cut])).collect();
-            let suffixes: Vec<usize> = cuts.map(|cut| suffix_index(&bytes[cut..])).collect();
-            for x in 0..64 {
-                let low = prefixes.iter().fold(ends_after[64 * at + x], |low, &p| low.min(prefix_after[64 * p + x]));
-                after |= ((c.highest < low) as u64) << x;
-                let low =
-                    suffixes.iter().fold(starts_before[64 * at + x], |low, &s| low.min(suffix_before[64 * s + x]));
-                before |= ((c.highest < low) as u64) << x;
+            // (Row by row, 64 at a time: this loop over every candidate is
+            // most of the table's making.)
+            let (mut low_after, mut low_before) = (*ends_after.row(at), *starts_before.row(at));
+            for cut in 1..bytes.len() {
+                if let Some(p) = prefix_index(&bytes[..cut]) {
+                    let row = &prefix_after[64 * p..64 * p + 64];
+                    low_after.iter_mut().zip(row).for_each(|(low, &r)| *low = (*low).min(r));
+                }
+                let s = suffix_index(&bytes[cut..]);
+                let row = &suffix_before[64 * s..64 * s + 64];
+                low_before.iter_mut().zip(row).for_each(|(low, &r)| *low = (*low).min(r));
             }
+            let bits_of = |low: &[Rank; 64]| (0..64).fold(0u64, |m, x| m | ((c.highest < low[x]) as u64) << x);
+            let (after, before) = (bits_of(&low_after), bits_of(&low_before));
             let mut entry = 0;
             if after != 0 && inside.len() <= u16::MAX as usize {
                 entry = inside.len() as u16;
@@ -299,8 +373,10 @@ impl Chars {
         let (cp, k) = char_at(chunk, i)?;
         let (rank, bits, at) = self.table[cp];
         let (left, right) = neighbours(chunk, i, k);
+        // (The start part: the whole character, or its first two bytes.)
+        let part = (rank & !FIRST_TWO, k - (rank >> 31) as usize);
         if bits & bit(left, right) != 0 {
-            return Some((rank, k));
+            return Some(part);
         }
         // Inside a word: a continuation byte before, and the end of the
         // chunk or a lead byte after.
@@ -310,7 +386,7 @@ impl Chars {
         let (after, before) = self.inside[at as usize];
         let ok_before = after >> (chunk[i - 1] & 0x3F) & 1 != 0;
         let ok_after = right == 0 || before >> (chunk[i + k] & 0x3F) & 1 != 0;
-        (ok_before && ok_after).then_some((rank, k))
+        (ok_before && ok_after).then_some(part)
     }
 
     /// Whether the classes of its neighbours alone let the character at

@@ -56,8 +56,8 @@ pub struct Memo {
     /// costs most): their bytes one after another in `long_bytes`, and an
     /// index of `Long` entries over them. A key of its own for each (a
     /// `Box<[u8]>`) cost an allocation at each insert and a free at each
-    /// start afresh: with it, Chinese, Japanese and Korean text (long runs
-    /// of letters, most merged once) encoded ~4% slower
+    /// start afresh: 1-4% of encoding Chinese, Japanese and Korean text,
+    /// whose long runs of letters are mostly merged once
     /// (docs/dev/performance.md, "Long chunks' keys in one buffer").
     long: HashTable<Long>,
     long_bytes: Vec<u8>,

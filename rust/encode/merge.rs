@@ -250,7 +250,7 @@ mod tests {
             .collect();
         let latin: Vec<&[u8]> =
             ["e", "n", "t", "a", "s", " ", ".", "é", "\x7f", "\u{80}"].iter().map(|c| c.as_bytes()).collect();
-        let (mut allowed, mut refused, mut inside, mut chunks) = (0, 0, 0, 0);
+        let (mut allowed, mut refused, mut inside, mut chunks, mut two) = (0, 0, 0, 0, 0);
         let (mut pairs_allowed, mut pairs_refused) = (0, 0);
         for round in 0..80 {
             let alphabet = if round % 2 == 0 { &mixed } else { &latin };
@@ -285,7 +285,10 @@ mod tests {
                     let start = |i| whole_at(&vocab, &chars, &pairs, chunk, i);
                     assert_eq!(parts(&start), from_bytes, "characters and pairs: {chunk:?}");
                     for i in (0..chunk.len()).filter(|&i| chunk[i] >= 0xC2) {
-                        match chars.whole(chunk, i) {
+                        let whole = chars.whole(chunk, i);
+                        // (A 3-byte character started as its first two bytes.)
+                        two += whole.is_some_and(|(_, k)| k == 2 && chunk[i] >= 0xE0) as usize;
+                        match whole {
                             Some(_) if !chars.whole_by_class(chunk, i) => inside += 1,
                             Some(_) => allowed += 1,
                             None => refused += 1,
@@ -306,8 +309,8 @@ mod tests {
         // whole (some characters by the exact bytes inside a word only), and
         // others were refused.
         assert!(
-            allowed > 1000 && inside > 100 && refused > 1000,
-            "{allowed} whole, {inside} whole by exact bytes, {refused} refused, in {chunks} chunks"
+            allowed > 1000 && inside > 100 && refused > 1000 && two > 100,
+            "{allowed} whole ({two} as two parts), {inside} whole by exact bytes, {refused} refused, in {chunks} chunks"
         );
         assert!(
             pairs_allowed > 1000 && pairs_refused > 1000,
