@@ -205,8 +205,10 @@ class BulkEncoding:
     def set_cache_size(self, size: int | str) -> None:
         """Caps the chunk cache at ``size``: bytes, or a size such as
         ``"64M"`` or ``"64MiB"`` (2**20 bytes each; ``bpe/_util/sizes.py``),
-        and empties it. The default is 64M; 0 keeps nothing between calls.
-        The ids never depend on the cache."""
+        and empties it; 0 keeps nothing between calls. The default is 64M,
+        widened to room for a memo per thread where more threads encode at
+        once (8M each for cl100k, 12M for o200k); a size set here is kept
+        whatever the threads. The ids never depend on the cache."""
         self._core.set_cache_capacity(0 if size == 0 and not isinstance(size, bool) else
                                       parse_bytes(size, "the cache size"))
 

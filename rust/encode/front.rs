@@ -99,7 +99,7 @@ impl Encoder {
         }
         let start = out.len();
         self.merge_chunk(chunk, out)?;
-        memo.table_insert(key, &out[start..], &self.seed, self.memos.capacity() / 4);
+        memo.table_insert(key, &out[start..], &self.seed, self.memos.table_bytes());
         Ok(false)
     }
 

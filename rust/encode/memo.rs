@@ -13,7 +13,9 @@
 //! and never a wait: if another thread holds the pool's lock, the call
 //! starts with a fresh memo and gives it back only if the lock is free
 //! then. So 16 threads never queue on it. The pool keeps memos while their
-//! memory fits its cap (`set_capacity`, 0: keep none); a memo itself, when
+//! memory fits its cap (`set_capacity`, 0: keep none; by default 64 MiB, or
+//! room for a memo per thread where more threads encode at once: see
+//! `MemoPool::capacity`); a memo itself, when
 //! full (`MAX_CHUNKS` chunks or `MAX_IDS` ids), doubles its room if its old
 //! chunks keep being found (at most `MAX_GROWN` times: 256k chunks), else
 //! starts afresh, which bounds each one (~17 MiB at most).
@@ -30,7 +32,7 @@
 //! languages, which share few words with the text before, encoding was 20%
 //! slower than without it, on English up to 15% (`examples/profile.rs`,
 //! warmed on another slice).
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use std::hash::BuildHasher;
@@ -360,6 +362,16 @@ impl Memo {
 pub struct MemoPool {
     memos: ForkLocal<Mutex<Vec<Memo>>>,
     capacity: AtomicUsize,
+    /// Whether the cap is the default (no `set_capacity` yet): then it
+    /// widens to room for a memo per thread (`capacity`).
+    default: AtomicBool,
+    /// What a memo is expected to take (`Encoder`: its copy of the seen
+    /// table's seed, and `MEMO_REST`).
+    per_memo: usize,
+    /// Memos taken and not yet given back, and the most there have been at
+    /// once: the threads that encode with the encoder at the same time.
+    out: AtomicUsize,
+    widest: AtomicUsize,
     /// Calls that found a memo in the pool, and calls that did not.
     reused: AtomicUsize,
     fresh: AtomicUsize,
@@ -367,8 +379,13 @@ pub struct MemoPool {
 
 /// The default cap: 64 MiB, room for a dozen memos of 32k chunks or three at
 /// their largest (16 threads rarely fill theirs: 10 MB of English leaves ~2
-/// MB in each).
+/// MB in each), unless more threads encode at once (`MemoPool::capacity`).
 pub const DEFAULT_CAPACITY: usize = 64 << 20;
+
+/// A memo's expected memory beyond its copy of the seed: the front tables
+/// (768 KiB) and its maps as a few calls leave them (~1-2 MiB with 16
+/// threads on English), with room to spare.
+pub const MEMO_REST: usize = 4 << 20;
 
 /// What `MemoPool::info` reports.
 pub struct CacheInfo {
@@ -381,10 +398,15 @@ pub struct CacheInfo {
 }
 
 impl MemoPool {
-    pub fn new(capacity: usize) -> MemoPool {
+    /// A pool with the default cap, for memos of `per_memo` bytes.
+    pub fn new(per_memo: usize) -> MemoPool {
         MemoPool {
             memos: ForkLocal::new(),
-            capacity: AtomicUsize::new(capacity),
+            capacity: AtomicUsize::new(DEFAULT_CAPACITY),
+            default: AtomicBool::new(true),
+            per_memo,
+            out: AtomicUsize::new(0),
+            widest: AtomicUsize::new(0),
             reused: AtomicUsize::new(0),
             fresh: AtomicUsize::new(0),
         }
@@ -402,6 +424,8 @@ impl MemoPool {
     /// A memo from the pool (the fullest), or a fresh one if it has none or
     /// another thread holds its lock.
     pub fn take(&self) -> Memo {
+        let out = self.out.fetch_add(1, Relaxed) + 1;
+        self.widest.fetch_max(out, Relaxed);
         let taken = self.memos().try_lock().ok().and_then(|mut m| m.pop());
         match taken {
             Some(memo) => {
@@ -415,10 +439,13 @@ impl MemoPool {
         }
     }
 
-    /// Keeps `memo` if it fits the cap beside the others and the lock is
-    /// free; else drops it.
+    /// Keeps `memo` (taken by `take`) if it fits the cap beside the others
+    /// and the lock is free; else drops it.
     pub fn give_back(&self, memo: Memo) {
-        let capacity = self.capacity.load(Relaxed);
+        // (Saturating: a forked child counts the memos its parent's other
+        // threads had out, which never come back.)
+        let _ = self.out.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+        let capacity = self.capacity();
         if (memo.is_empty() && !memo.has_front()) || capacity == 0 {
             return;
         }
@@ -431,9 +458,26 @@ impl MemoPool {
         }
     }
 
-    /// The cap in bytes.
+    /// The cap in bytes: as set, or by default 64 MiB widened to a memo per
+    /// thread that has encoded with the encoder at once (each call's threads
+    /// take a memo each, and the next call finds them). With the cap fixed
+    /// at 64 MiB, 16 threads encoding with o200k (a memo is ~9 MiB, 8 of
+    /// them its copy of the seed) left 10 of their memos behind, and the
+    /// next call's threads started afresh: 7-10% slower on a 16-core
+    /// machine (docs/dev/performance.md, "A memo for every thread").
     pub fn capacity(&self) -> usize {
-        self.capacity.load(Relaxed)
+        let set = self.capacity.load(Relaxed);
+        if self.default.load(Relaxed) {
+            set.max(self.widest.load(Relaxed).saturating_mul(self.per_memo))
+        } else {
+            set
+        }
+    }
+
+    /// The most a memo's seen table may grow to: a quarter of the cap as set
+    /// (64 MiB by default), not widened by the threads.
+    pub fn table_bytes(&self) -> usize {
+        self.capacity.load(Relaxed) / 4
     }
 
     /// Drops every memo (and the counts).
@@ -444,16 +488,18 @@ impl MemoPool {
         self.fresh.store(0, Relaxed);
     }
 
-    /// A new cap in bytes (0: keep no memo between calls); drops every memo.
+    /// A new cap in bytes (0: keep no memo between calls), fixed whatever
+    /// the threads; drops every memo.
     pub fn set_capacity(&self, capacity: usize) {
         self.capacity.store(capacity, Relaxed);
+        self.default.store(false, Relaxed);
         self.clear();
     }
 
     pub fn info(&self) -> CacheInfo {
         let memos = self.memos().lock().unwrap_or_else(|e| e.into_inner());
         CacheInfo {
-            capacity: self.capacity.load(Relaxed),
+            capacity: self.capacity(),
             bytes: memos.iter().map(Memo::bytes).sum(),
             entries: memos.iter().map(Memo::len).sum(),
             memos: memos.len(),

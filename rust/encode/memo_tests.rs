@@ -6,6 +6,7 @@ use super::*;
 #[test]
 fn the_pool_keeps_memos_within_its_cap() {
     let pool = MemoPool::new(1 << 20);
+    pool.set_capacity(1 << 20);
     {
         let mut m = PooledMemo::new(&pool);
         m.insert(b"hello", &[1, 2]);
@@ -38,6 +39,45 @@ fn the_pool_keeps_memos_within_its_cap() {
         m.insert(b"hello", &[1, 2]);
     }
     assert_eq!(pool.info().memos, 0);
+}
+
+/// By default the cap widens to a memo per thread that encoded at once, so
+/// that the next call's threads each find theirs; a cap that is set stays
+/// as set, whatever the threads.
+#[test]
+fn the_default_cap_has_room_for_a_memo_per_thread() {
+    let per_memo = DEFAULT_CAPACITY / 4;
+    let pool = MemoPool::new(per_memo);
+    assert_eq!(pool.capacity(), DEFAULT_CAPACITY);
+    // Each memo holds a chunk of 9 MiB: eight of them are past the
+    // default cap of 64 MiB.
+    let fill = |m: &mut PooledMemo, k: usize| {
+        let mut chunk = vec![b'x'; 9 << 20];
+        chunk[0] = k as u8;
+        m.insert(&chunk, &[k as Rank]);
+    };
+    {
+        let mut out: Vec<PooledMemo> = (0..8).map(|_| PooledMemo::new(&pool)).collect();
+        for (k, m) in out.iter_mut().enumerate() {
+            fill(m, k);
+        }
+        assert_eq!(pool.capacity(), 8 * per_memo);
+    }
+    // All eight were kept, and the next eight threads find them.
+    assert_eq!(pool.info().memos, 8);
+    let again: Vec<PooledMemo> = (0..8).map(|_| PooledMemo::new(&pool)).collect();
+    assert!(again.iter().all(|m| m.len() == 1));
+    drop(again);
+    assert_eq!((pool.info().reused, pool.capacity()), (8, 8 * per_memo));
+    // Set, the cap is fixed: at 64 MiB, seven of the eight are kept.
+    pool.set_capacity(DEFAULT_CAPACITY);
+    {
+        let mut out: Vec<PooledMemo> = (0..8).map(|_| PooledMemo::new(&pool)).collect();
+        for (k, m) in out.iter_mut().enumerate() {
+            fill(m, k);
+        }
+    }
+    assert_eq!((pool.capacity(), pool.info().memos), (DEFAULT_CAPACITY, 7));
 }
 
 /// A chunk's key in the growth tests: distinct for each `k`, at most 15

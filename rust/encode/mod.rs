@@ -207,7 +207,7 @@ impl Encoder {
             let alternation: Vec<String> = texts.iter().map(|t| regex::escape(t)).collect();
             Some(regex::Regex::new(&alternation.join("|")).map_err(|e| e.to_string())?)
         };
-        let memos = MemoPool::new(DEFAULT_CACHE_BYTES);
+        let memos = MemoPool::new(seed.bytes() + memo::MEMO_REST);
         Ok(Encoder {
             vocab,
             chars,
@@ -244,6 +244,7 @@ impl Encoder {
         // neither needs a seed (4 MiB each at 50k).
         stage1.seed = table::Table::unused();
         enc.seed = table::Table::unused();
+        enc.memos = MemoPool::new(memo::MEMO_REST);
         enc.superword = Some(Box::new(Superword::new(stage1, merges, transition)));
         Ok(enc)
     }
