@@ -8,15 +8,17 @@
 //!
 //! The `Encoder` keeps the memos of finished calls in a pool (`MemoPool`),
 //! and a call takes one from it (`Encoder::memo`), so a word merged in an
-//! earlier call is not merged again. Taking and giving back cost one
-//! `try_lock` each per call (or per run of a batch), never one per chunk,
-//! and never a wait: if another thread holds the pool's lock, the call
-//! starts with a fresh memo and gives it back only if the lock is free
-//! then. So 16 threads never queue on it. The pool keeps memos while their
-//! memory fits its cap (`set_capacity`, 0: keep none; by default 64 MiB, or
-//! room for a memo per thread where more threads encode at once: see
-//! `MemoPool::capacity`); a memo itself, when
-//! full (`MAX_CHUNKS` chunks or `MAX_IDS` ids), doubles its room if its old
+//! earlier call is not merged again. Taking and giving back cost one lock
+//! each per call (or per thread of a batch), never one per chunk; the lock
+//! is held for a pop or an insert into a short list, so 16 threads that
+//! start together wait for each other a few hundred nanoseconds at most.
+//! (With a `try_lock` that gave up and started a fresh memo, 1-4 of 16
+//! threads starting together found the lock taken and merged their words
+//! again: docs/dev/performance.md, "A memo for every thread".) The pool
+//! keeps memos while their memory fits its cap (`set_capacity`, 0: keep
+//! none; by default 64 MiB, or room for a memo per thread where more
+//! threads encode at once: `MemoPool::capacity`). A memo itself, when full
+//! (`MAX_CHUNKS` chunks or `MAX_IDS` ids), doubles its room if its old
 //! chunks keep being found (at most `MAX_GROWN` times: 256k chunks), else
 //! starts afresh, which bounds each one (~17 MiB at most).
 //! A memo returns exactly the ids merging gave, so the ids never depend on
@@ -421,12 +423,17 @@ impl MemoPool {
         })
     }
 
-    /// A memo from the pool (the fullest), or a fresh one if it has none or
-    /// another thread holds its lock.
+    /// The pool's list, locked (a thread that panicked holding it left the
+    /// list whole: each change is one push, pop or insert).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Memo>> {
+        self.memos().lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A memo from the pool (the fullest), or a fresh one if it has none.
     pub fn take(&self) -> Memo {
         let out = self.out.fetch_add(1, Relaxed) + 1;
         self.widest.fetch_max(out, Relaxed);
-        let taken = self.memos().try_lock().ok().and_then(|mut m| m.pop());
+        let taken = self.lock().pop();
         match taken {
             Some(memo) => {
                 self.reused.fetch_add(1, Relaxed);
@@ -439,8 +446,8 @@ impl MemoPool {
         }
     }
 
-    /// Keeps `memo` (taken by `take`) if it fits the cap beside the others
-    /// and the lock is free; else drops it.
+    /// Keeps `memo` (taken by `take`) if it fits the cap beside the others;
+    /// else drops it.
     pub fn give_back(&self, memo: Memo) {
         // (Saturating: a forked child counts the memos its parent's other
         // threads had out, which never come back.)
@@ -449,7 +456,7 @@ impl MemoPool {
         if (memo.is_empty() && !memo.has_front()) || capacity == 0 {
             return;
         }
-        let Ok(mut memos) = self.memos().try_lock() else { return };
+        let mut memos = self.lock();
         let held: usize = memos.iter().map(Memo::bytes).sum();
         if held + memo.bytes() <= capacity {
             // Fullest last, so that `take` hands out the one that knows most.
