@@ -377,7 +377,7 @@ impl Chars {
         let (rank, bits, at) = self.table[cp];
         let (left, right) = neighbours(chunk, i, k);
         // (The start part: the whole character, or its first two bytes.)
-        let part = (rank & !FIRST_TWO, k - (rank >> 31) as usize);
+        let part = (rank & !FIRST_TWO, k - (rank & FIRST_TWO != 0) as usize);
         if bits & bit(left, right) != 0 {
             return Some(part);
         }

@@ -468,8 +468,8 @@ impl MemoPool {
     /// The cap in bytes: as set, or by default 64 MiB widened to a memo per
     /// thread that has encoded with the encoder at once (each call's threads
     /// take a memo each, and the next call finds them). With the cap fixed
-    /// at 64 MiB, 16 threads encoding with o200k (a memo is ~9 MiB, 8 of
-    /// them its copy of the seed) left 10 of their memos behind, and the
+    /// at 64 MiB, 16 threads encoding with o200k (~9 MiB a memo, 8 MiB of
+    /// it its copy of the seed) left 10 of their memos behind, and the
     /// next call's threads started afresh: 7-10% slower on a 16-core
     /// machine (docs/dev/performance.md, "A memo for every thread").
     pub fn capacity(&self) -> usize {

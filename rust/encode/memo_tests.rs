@@ -51,7 +51,7 @@ fn the_default_cap_has_room_for_a_memo_per_thread() {
     assert_eq!(pool.capacity(), DEFAULT_CAPACITY);
     // Each memo holds a chunk of 9 MiB: eight of them are past the
     // default cap of 64 MiB.
-    let fill = |m: &mut PooledMemo, k: usize| {
+    let hold_9_mib = |m: &mut PooledMemo, k: usize| {
         let mut chunk = vec![b'x'; 9 << 20];
         chunk[0] = k as u8;
         m.insert(&chunk, &[k as Rank]);
@@ -59,7 +59,7 @@ fn the_default_cap_has_room_for_a_memo_per_thread() {
     {
         let mut out: Vec<PooledMemo> = (0..8).map(|_| PooledMemo::new(&pool)).collect();
         for (k, m) in out.iter_mut().enumerate() {
-            fill(m, k);
+            hold_9_mib(m, k);
         }
         assert_eq!(pool.capacity(), 8 * per_memo);
     }
@@ -81,7 +81,7 @@ fn the_default_cap_has_room_for_a_memo_per_thread() {
     {
         let mut out: Vec<PooledMemo> = (0..8).map(|_| PooledMemo::new(&pool)).collect();
         for (k, m) in out.iter_mut().enumerate() {
-            fill(m, k);
+            hold_9_mib(m, k);
         }
     }
     assert_eq!((pool.capacity(), pool.info().memos), (DEFAULT_CAPACITY, 7));

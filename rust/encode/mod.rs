@@ -240,11 +240,12 @@ impl Encoder {
             ranks.iter().filter(|(_, &id)| id < transition).map(|(b, &id)| (b.clone(), id)).collect();
         let mut stage1 = Encoder::with_splitter(first, FxHashMap::default(), stage1)?;
         let mut enc = Encoder::with_splitter(ranks, specials, splitter)?;
-        // Neither encoder's memos make a seen table (`ready_memo`), so
-        // neither needs a seed (4 MiB each at 50k).
-        stage1.seed = table::Table::unused();
-        enc.seed = table::Table::unused();
-        enc.memos = MemoPool::new(memo::MEMO_REST);
+        // Neither encoder's memos copy a seed (`ready_memo`), so neither
+        // needs one, and their pools expect memos without it.
+        for e in [&mut stage1, &mut enc] {
+            e.seed = table::Table::unused();
+            e.memos = MemoPool::new(memo::MEMO_REST);
+        }
         enc.superword = Some(Box::new(Superword::new(stage1, merges, transition)));
         Ok(enc)
     }
