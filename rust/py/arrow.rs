@@ -23,7 +23,7 @@ use super::encoder::CoreBPE;
 use super::errors::{check_interrupt, guard};
 use super::stream::Output;
 use crate::input::arrow::{Bad, Strings, Width};
-use crate::run::batch::{run_batch, runs};
+use crate::run::batch::{largest_first, run_batch, runs};
 use crate::run::bulk::Sink;
 
 use crate::threads::pool as thread_pool;
@@ -267,6 +267,7 @@ fn encode_records(
     let workers = if threads > 1 { Some(thread_pool(threads - 1)?) } else { None };
     let sizes: Vec<usize> = (0..strings.len()).map(|i| strings.span_bytes(i..i + 1)).collect();
     let runs = runs(&sizes, threads);
+    let order = largest_first(&runs, &sizes);
     // Ok(Err(what)): a bad record; Err: the encoder failed (stops the batch).
     let encode_one = |i: usize, memo: &mut crate::encode::Memo| -> Result<Result<Vec<Rank>, String>, String> {
         let text = match strings.get(i) {
@@ -285,7 +286,7 @@ fn encode_records(
         Ok(Ok(ids))
     };
     let done = run_batch(
-        runs.len(),
+        &order,
         workers.as_deref(),
         || enc.memo(),
         || Ok(()),

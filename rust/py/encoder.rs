@@ -240,30 +240,20 @@ impl CoreBPE {
         if let Some(found) = self.first_disallowed(py, &texts, &disallowed_special, &pool)? {
             return Ok(found.into_pyobject(py)?.into_any().unbind());
         }
-        // Encoded without the GIL by this thread and `threads - 1` pool
-        // threads (`batch::run_batch`); this thread first makes the batch's
-        // lists, empty, so that the collection of young objects they may set
-        // off overlaps the other threads' encoding, and checks for Ctrl-C
-        // between its runs. Then the lists are filled (`lists::fill_lists`).
-        // See docs/dev/performance.md, "encode_batch".
+        // Encoded without the GIL (`encode_texts`); this thread first makes
+        // the batch's lists, empty, so that the collection of young objects
+        // they may set off overlaps the other threads' encoding. Then the
+        // lists are filled (`lists::fill_lists`). See docs/dev/performance.md,
+        // "encode_batch".
         let threads = pool.current_num_threads();
-        let workers = if threads > 1 { Some(guard(|| crate::threads::pool(threads - 1))?) } else { None };
-        let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), threads);
-        let (texts, allowed, runs) = (&texts, &allowed, &runs);
+        let (texts, allowed) = (&texts, &allowed);
         let (ids, lists) = py.allow_threads(|| -> PyResult<_> {
             let mut lists = Vec::new();
-            let ids = batch::run_batch(
-                runs.len(),
-                workers.as_deref(),
-                || self.enc.memo(),
-                || {
-                    lists = Python::with_gil(|py| (0..texts.len()).map(|_| empty_list(py)).collect::<PyResult<_>>())?;
-                    Ok(())
-                },
-                || Python::with_gil(|py| py.check_signals()),
-                |k, memo| guard(|| self.enc.encode_each(&texts[runs[k].clone()], allowed, memo)),
-            )?;
-            Ok((ids.into_iter().flatten().collect::<Vec<Vec<Rank>>>(), lists))
+            let ids = encode_texts(&self.enc, texts, allowed, threads, || {
+                lists = Python::with_gil(|py| (0..texts.len()).map(|_| empty_list(py)).collect::<PyResult<_>>())?;
+                Ok(())
+            })?;
+            Ok((ids, lists))
         })?;
         fill_lists(py, &lists, &ids, self.ints(py)?, &pool)?;
         // The lists stay untracked (see `lists::untracked`).
@@ -318,33 +308,27 @@ impl CoreBPE {
         num_threads: usize,
         width: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        use rayon::prelude::*;
         let allowed = allowed_set(allowed_special);
         let pool = guard(|| crate::threads::pool(num_threads))?;
         let owned = utf8_all(py, &texts, &pool)?;
         let texts: Vec<&str> = owned.iter().map(|t| t.as_ref()).collect();
-        let runs = batch::runs(&texts.iter().map(|t| t.len()).collect::<Vec<_>>(), pool.current_num_threads());
         if let Some(found) = self.first_disallowed(py, &texts, &disallowed_special, &pool)? {
             return Ok(found.into_pyobject(py)?.into_any());
         }
-        let (texts, allowed, runs) = (&texts, &allowed, &runs);
+        let threads = pool.current_num_threads();
+        let (texts, allowed) = (&texts, &allowed);
         let (ids, offsets) = py.allow_threads(|| -> PyResult<_> {
-            let lists = pool.install(|| {
-                runs.par_iter()
-                    .map_init(
-                        || self.enc.memo(),
-                        |memo, r| guard(|| self.enc.encode_each(&texts[r.clone()], allowed, memo)),
-                    )
-                    .collect::<PyResult<Vec<_>>>()
-            })?;
+            let lists = encode_texts(&self.enc, texts, allowed, threads, || Ok(()))?;
             let mut offsets = Vec::with_capacity(texts.len() + 1);
             let mut n = 0u64;
-            for l in lists.iter().flatten() {
+            for l in &lists {
                 offsets.push(n);
                 n += l.len() as u64;
             }
             offsets.push(n);
-            Ok((lists.into_iter().flatten().flatten().collect::<Vec<Rank>>(), offsets))
+            // (Copied by the pool's threads, as `encode` with `num_threads`
+            // joins its pieces' ids.)
+            Ok((pool.install(|| pieces::concat_parallel(&lists)), offsets))
         })?;
         Ok((ids_array(py, ids, width)?, bytearray_of_width(py, &offsets, 8)?).into_pyobject(py)?.into_any())
     }
@@ -521,4 +505,28 @@ fn picky_events(events: Vec<(u8, Vec<Rank>)>) -> Result<Vec<crate::encode::Picky
             _ => Err(format!("not a Picky event: ({kind}, {ids:?})")),
         })
         .collect()
+}
+/// Each of `texts`' ids, encoded without the GIL by this thread and
+/// `threads - 1` pool threads, which take the runs of a `batch::Plan`
+/// (long texts cut into pieces, the largest runs first) in turn, each with
+/// one memo (`batch::run_batch`). This thread runs `first` before its first
+/// run and checks for Ctrl-C between its runs.
+fn encode_texts(
+    enc: &Encoder,
+    texts: &[&str],
+    allowed: &FxHashSet<String>,
+    threads: usize,
+    first: impl FnOnce() -> PyResult<()>,
+) -> PyResult<Vec<Vec<Rank>>> {
+    let workers = if threads > 1 { Some(guard(|| crate::threads::pool(threads - 1))?) } else { None };
+    let plan = batch::Plan::new(texts, threads, |text, bytes| pieces::cut_for(enc, allowed, text, bytes));
+    let ids = batch::run_batch(
+        &plan.order,
+        workers.as_deref(),
+        || enc.memo(),
+        first,
+        || Python::with_gil(|py| py.check_signals()),
+        |k, memo| guard(|| enc.encode_each(&plan.parts[plan.runs[k].clone()], allowed, memo)),
+    )?;
+    Ok(plan.join(ids.into_iter().flatten().collect()))
 }

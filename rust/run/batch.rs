@@ -10,43 +10,121 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use crate::run::pieces::groups;
 use crate::vocab::Rank;
 
-/// The runs of neighbouring documents (texts of `sizes` bytes) that the
-/// threads take in turn, each encoding its runs with one memo of merged
-/// chunks (see docs/dev/performance.md, "encode_batch"). About sixteen runs per
-/// thread, of at most 1 MiB: the threads' loads even out to within a
-/// sixteenth (with four per thread, 16 threads were busy 9.6 cores' worth
-/// of the batch on a 16-core machine, the last runs left to a few threads).
-/// A run costs a hand-over on a channel, nothing more: each thread keeps its
-/// memo for all its runs.
-pub fn runs(sizes: &[usize], threads: usize) -> Vec<Range<usize>> {
-    let total: usize = sizes.iter().sum();
-    let run_bytes = (total / (16 * threads)).clamp(1, 1 << 20);
-    groups(sizes, run_bytes)
+/// The most bytes a run holds (unless one text is longer).
+const RUN_BYTES: usize = 1 << 20;
+
+/// A long text's pieces are no shorter than this: a memo makes its front
+/// tables for a text of 64 KiB or more (`encode/front.rs`), and a piece is
+/// encoded as a text.
+const MIN_PIECE: usize = 1 << 16;
+
+/// The size of a run for `total` bytes on `threads` threads: about sixteen
+/// runs per thread, of at most 1 MiB, so that the threads' loads even out to
+/// within a sixteenth (with four per thread, 16 threads were busy 9.6 cores'
+/// worth of the batch on a 16-core machine, the last runs left to a few
+/// threads). A run costs a hand-over on a channel, nothing more: each thread
+/// keeps its memo for all its runs.
+fn run_bytes(total: usize, threads: usize) -> usize {
+    (total / (16 * threads.max(1))).clamp(1, RUN_BYTES)
 }
 
-/// Runs `work(k, memo)` for every run `k` in `0..runs`, on the calling thread
-/// and the threads of `workers` (if any), which take the next run nobody has
-/// taken until none is left; each thread keeps one memo (`new_memo()`) for
-/// all the runs it takes. Returns the runs' results in run order, or the
-/// batch's first error, which stops it (no run is started after it).
+/// The runs of neighbouring documents (texts of `sizes` bytes) that the
+/// threads take in turn, each encoding its runs with one memo of merged
+/// chunks (see docs/dev/performance.md, "encode_batch").
+pub fn runs(sizes: &[usize], threads: usize) -> Vec<Range<usize>> {
+    groups(sizes, run_bytes(sizes.iter().sum(), threads))
+}
+
+/// The indices of `runs` (ranges of items of `sizes` bytes), the run with
+/// the most bytes first (ties in batch order): the order the threads take
+/// them in. Taken in batch order, a long run near the end kept one thread
+/// busy while the others had nothing left to take.
+pub fn largest_first(runs: &[Range<usize>], sizes: &[usize]) -> Vec<usize> {
+    let bytes: Vec<usize> = runs.iter().map(|r| sizes[r.clone()].iter().sum()).collect();
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(bytes[k]));
+    order
+}
+
+/// A batch's work for [`run_batch`]: the texts as parts (a text, or for a
+/// text much longer than a run, its pieces), the parts in runs of
+/// neighbours, and the order the threads take the runs in (largest first).
+/// A long text is shared by the threads as `encode` with `num_threads`
+/// shares one: left whole, one thread encoded it while the others waited.
+pub struct Plan<'t> {
+    /// The texts' parts, in batch order.
+    pub parts: Vec<&'t str>,
+    /// Text i's parts: `parts[spans[i]]`.
+    spans: Vec<Range<usize>>,
+    /// Runs of neighbouring parts (ranges of `parts`).
+    pub runs: Vec<Range<usize>>,
+    /// The runs' indices, in the order the threads take them.
+    pub order: Vec<usize>,
+}
+
+impl<'t> Plan<'t> {
+    /// The plan for `texts` on `threads` threads. `cut(text, bytes)` cuts a
+    /// long text into pieces of about `bytes` that encode, one after another,
+    /// to the text's ids (`pieces::cut_for`), or leaves it whole.
+    pub fn new(texts: &[&'t str], threads: usize, cut: impl Fn(&'t str, usize) -> Vec<&'t str>) -> Plan<'t> {
+        let run = run_bytes(texts.iter().map(|t| t.len()).sum(), threads);
+        let piece = run.max(MIN_PIECE);
+        let mut parts = Vec::with_capacity(texts.len());
+        let mut spans = Vec::with_capacity(texts.len());
+        for &text in texts {
+            let start = parts.len();
+            if threads > 1 && text.len() >= 2 * piece {
+                parts.extend(cut(text, piece));
+            } else {
+                parts.push(text);
+            }
+            spans.push(start..parts.len());
+        }
+        let sizes: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+        let runs = groups(&sizes, run);
+        let order = largest_first(&runs, &sizes);
+        Plan { parts, spans, runs, order }
+    }
+
+    /// Each text's ids, from its parts' ids (`ids`, in the order of `parts`).
+    pub fn join(&self, ids: Vec<Vec<Rank>>) -> Vec<Vec<Rank>> {
+        debug_assert_eq!(ids.len(), self.parts.len());
+        let mut ids = ids.into_iter();
+        self.spans
+            .iter()
+            .map(|span| match span.len() {
+                1 => ids.next().unwrap_or_default(),
+                n => ids.by_ref().take(n).collect::<Vec<_>>().concat(),
+            })
+            .collect()
+    }
+}
+
+/// Runs `work(k, memo)` for every run `k` in `order` (a permutation of
+/// `0..order.len()`), on the calling thread and the threads of `workers` (if
+/// any), which take the next run in `order` nobody has taken until none is
+/// left; each thread keeps one memo (`new_memo()`) for all the runs it takes.
+/// Returns the runs' results by run (`k`), or the batch's first error, which
+/// stops it (no run is started after it).
 ///
 /// The calling thread runs `first` before it takes a run, and `between`
 /// before each of its runs (Ctrl-C is seen on the calling thread only).
 pub fn run_batch<M, T: Default + Send, E: Send>(
-    runs: usize,
+    order: &[usize],
     workers: Option<&rayon::ThreadPool>,
     new_memo: impl Fn() -> M + Sync,
     first: impl FnOnce() -> Result<(), E>,
     mut between: impl FnMut() -> Result<(), E>,
     work: impl Fn(usize, &mut M) -> Result<T, E> + Sync,
 ) -> Result<Vec<T>, E> {
+    let runs = order.len();
     let next_run = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let (next_run, stop, work, new_memo) = (&next_run, &stop, &work, &new_memo);
     // The next run nobody has taken; none after an error or Ctrl-C.
     let take = move || {
         let k = next_run.fetch_add(1, Relaxed);
-        (k < runs && !stop.load(Relaxed)).then_some(k)
+        (k < runs && !stop.load(Relaxed)).then(|| order[k])
     };
     let run = move |k: usize, memo: &mut M| {
         let result = work(k, memo);
@@ -132,6 +210,7 @@ pub fn shares(lists: &[Vec<Rank>], parts: usize) -> Vec<Range<usize>> {
 mod tests {
     use super::*;
     use crate::encode::{Encoder, Memo};
+    use crate::run::pieces::cut_for;
     use crate::split::patterns::GPT4_PATTERN;
     use crate::vocab::byte_ranks;
     use rustc_hash::{FxHashMap, FxHashSet};
@@ -152,9 +231,10 @@ mod tests {
             let workers = (threads > 1).then(|| crate::threads::pool(threads - 1).unwrap());
             let runs = runs(&sizes, threads);
             assert!(runs.len() >= 4 * threads, "{} runs", runs.len());
+            let order = largest_first(&runs, &sizes);
             let (mut firsts, mut betweens) = (0, 0);
             let got = run_batch(
-                runs.len(),
+                &order,
                 workers.as_deref(),
                 || enc.memo(),
                 || {
@@ -173,7 +253,7 @@ mod tests {
             assert!(betweens >= 1 && betweens <= runs.len(), "{betweens}");
             // A failing run, or Ctrl-C on the calling thread, stops the batch.
             let failed = run_batch(
-                runs.len(),
+                &order,
                 workers.as_deref(),
                 Memo::default,
                 || Ok(()),
@@ -182,7 +262,7 @@ mod tests {
             );
             assert_eq!(failed, Err("run 3".to_string()));
             let interrupted = run_batch::<Memo, (), _>(
-                runs.len(),
+                &order,
                 workers.as_deref(),
                 Memo::default,
                 || Ok(()),
@@ -190,6 +270,70 @@ mod tests {
                 |_, _| Ok(()),
             );
             assert_eq!(interrupted, Err("interrupted"));
+        }
+    }
+
+    /// The threads take the runs with the most bytes first, ties in batch
+    /// order.
+    #[test]
+    fn runs_are_taken_largest_first() {
+        let sizes = [3, 9, 1, 1, 5, 4, 4];
+        let runs = [0..1, 1..2, 2..4, 4..5, 5..6, 6..7];
+        assert_eq!(largest_first(&runs, &sizes), vec![1, 3, 4, 5, 0, 2]);
+        assert_eq!(largest_first(&[], &[]), Vec::<usize>::new());
+    }
+
+    /// A plan cuts only the texts much longer than a run (and only for more
+    /// than one thread) into pieces that make up the text, takes its longest
+    /// runs first, and its parts' ids joined are every text's ids alone,
+    /// wherever the long texts stand in the batch; special tokens allowed
+    /// are never cut.
+    #[test]
+    fn a_plan_shares_long_texts_and_gives_each_text_its_ids() {
+        let enc = Encoder::new(
+            byte_ranks(&["th", "the", "he", "en", "an", " the"]),
+            [("<|end|>".to_string(), 999)].into_iter().collect(),
+            GPT4_PATTERN,
+        )
+        .unwrap();
+        let long =
+            |n: usize| -> String { (0..n).map(|i| format!("then the<|end|> anthem {}\n", i * 7919 % 1000)).collect() };
+        let (a, b) = (long(20_000), long(9_000));
+        let short: Vec<String> = (0..50).map(|i| format!("the anthem {i}\n").repeat(i % 5 + 1)).collect();
+        for allowed in [FxHashSet::default(), ["<|end|>".to_string()].into_iter().collect()] {
+            for layout in 0..3 {
+                let mut texts: Vec<&str> = short.iter().map(String::as_str).collect();
+                match layout {
+                    0 => texts.extend([a.as_str(), b.as_str()]),
+                    1 => texts.splice(0..0, [a.as_str(), b.as_str()]).for_each(drop),
+                    _ => texts.insert(25, &a),
+                }
+                let alone: Vec<Vec<Rank>> = texts.iter().map(|t| enc.encode(t, &allowed).unwrap()).collect();
+                for threads in [1, 2, 3] {
+                    let plan = Plan::new(&texts, threads, |t, n| cut_for(&enc, &allowed, t, n));
+                    if threads == 1 {
+                        assert_eq!(plan.parts, texts);
+                    } else {
+                        assert!(plan.parts.len() >= texts.len() + 4, "{} parts", plan.parts.len());
+                    }
+                    let bytes = |k: usize| plan.parts[plan.runs[k].clone()].iter().map(|p| p.len()).sum::<usize>();
+                    assert!(plan.order.windows(2).all(|w| bytes(w[0]) >= bytes(w[1])));
+                    let mut sorted = plan.order.clone();
+                    sorted.sort();
+                    assert_eq!(sorted, (0..plan.runs.len()).collect::<Vec<_>>());
+                    let workers = (threads > 1).then(|| crate::threads::pool(threads - 1).unwrap());
+                    let ids = run_batch(
+                        &plan.order,
+                        workers.as_deref(),
+                        || enc.memo(),
+                        || Ok::<(), String>(()),
+                        || Ok(()),
+                        |k, memo| enc.encode_each(&plan.parts[plan.runs[k].clone()], &allowed, memo),
+                    )
+                    .unwrap();
+                    assert_eq!(plan.join(ids.into_iter().flatten().collect()), alone, "{threads} threads");
+                }
+            }
         }
     }
 

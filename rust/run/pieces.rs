@@ -54,6 +54,17 @@ pub fn encode_with(
     Ok(out)
 }
 
+/// `text` cut into pieces of about `target` bytes that `enc` encodes, one
+/// after another, to the ids of the whole (as [`encode`] cuts it), or whole
+/// where the encoder's pattern allows no cut.
+pub fn cut_for<'t>(enc: &Encoder, allowed: &FxHashSet<String>, text: &'t str, target: usize) -> Vec<&'t str> {
+    if !enc.splitter().cuttable() {
+        return vec![text];
+    }
+    let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
+    cut(text, target, &avoid)
+}
+
 /// `enc.encode(text, allowed)` on the threads of `pool`: the text cut into
 /// pieces (as for [`encode`]) that the threads encode at once, for a single
 /// large text. Texts too short to share out, and custom patterns, are

@@ -292,3 +292,22 @@ def test_batches_of_long_strings_of_every_kind(name):
     ids, offsets = ours.encode_batch_to_numpy(clean, num_threads=2, disallowed_special=())
     assert [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(clean))] == want
     assert ours.encode_batch(LONG, num_threads=2) == [theirs.encode_ordinary(t) for t in LONG]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_a_batch_shares_its_long_documents(name):
+    """A document much longer than the rest of its batch is cut into pieces
+    that the threads share (and the longest runs go first): the ids stay
+    tiktoken's, wherever the long documents stand, special tokens allowed
+    in them included."""
+    ours, theirs = pair(name)
+    eot = "<|endoftext|>"
+    long = [
+        p.read_text(encoding="utf-8").replace("\n\n", f"\n{eot}\n", 50) for p in CORPUS_FILES
+    ]
+    short = [t[i * 997 : i * 997 + 2_000] for i, t in enumerate(long * 20)]
+    for texts in (short + long, long + short, short[:20] + long[:1] + short[20:]):
+        want = [theirs.encode(t, allowed_special={eot}) for t in texts]
+        assert ours.encode_batch(texts, num_threads=3, allowed_special={eot}) == want
+        ids, offsets = ours.encode_batch_to_numpy(texts, num_threads=2, allowed_special={eot})
+        assert [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == want
