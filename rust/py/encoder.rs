@@ -55,6 +55,15 @@ impl CoreBPE {
         list_of(py, ids, self.ints(py)?)
     }
 
+    /// `ids` as a list whose items the threads of `pool` write (`encode`
+    /// with `num_threads`: written by one thread, a long list took a third
+    /// of such a call on 2 threads).
+    fn list_on<'py>(&self, py: Python<'py>, ids: Vec<Rank>, pool: &rayon::ThreadPool) -> PyResult<Bound<'py, PyList>> {
+        let list = empty_list(py)?;
+        fill_lists(py, std::slice::from_ref(&list), std::slice::from_ref(&ids), self.ints(py)?, pool)?;
+        Ok(list.into_bound(py))
+    }
+
     /// The first text (index, token) holding one of `disallowed`, found in
     /// one parallel pass over the batch (memmem runs at GB/s), not a call per
     /// text from Python; None at once if none is disallowed.
@@ -277,12 +286,11 @@ impl CoreBPE {
         let text = utf8(text)?;
         let text = text.as_ref();
         let allowed = allowed_set(allowed_special);
+        let pool = guard(|| crate::threads::pool(num_threads))?;
         let ids = py.allow_threads(|| {
             guard(|| match self.enc.find_special(text, &disallowed_special) {
                 Some(found) => Ok(Err(found.to_string())),
-                None => {
-                    pieces::encode_parallel(&self.enc, text, &allowed, &*crate::threads::pool(num_threads)?).map(Ok)
-                }
+                None => pieces::encode_parallel(&self.enc, text, &allowed, &pool).map(Ok),
             })
         })?;
         let ids = match ids {
@@ -291,7 +299,7 @@ impl CoreBPE {
         };
         match width {
             Some(w) => ids_array(py, ids, w),
-            None => Ok(self.list(py, &ids)?.into_any()),
+            None => Ok(self.list_on(py, ids, &pool)?.into_any()),
         }
     }
 

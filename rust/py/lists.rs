@@ -11,7 +11,7 @@
 //! **Safety.** A list from [`empty_list`] is ours alone until we return it:
 //! new, untracked by the garbage collector (see [`untracked`]), known to no
 //! other code, and of length 0 until [`set_len`]. So its item array may be
-//! written without the GIL, by one thread per list ([`Items`]), and it can be
+//! written without the GIL, each item by one thread ([`Items`]), and it can be
 //! freed at any point before `set_len` (it then holds nothing). The ints it
 //! names cannot die meanwhile: `CoreBPE::ints` holds a reference to each,
 //! and every item written becomes a counted reference before `set_len`
@@ -46,7 +46,7 @@ pub(super) fn list_of<'py>(py: Python<'py>, ids: &[Rank], ints: &[Py<PyAny>]) ->
         let mut tally = vec![0usize; ints.len()];
         // SAFETY: the list has room for ids.len() items, and only this
         // thread writes them.
-        unsafe { write_items(&items, ids, ints, &mut tally) };
+        unsafe { write_items(&items, 0, ids, ints, &mut tally) };
         count_references(py, ints, &tally);
     }
     // SAFETY: the GIL is held; every item is written and counted.
@@ -78,6 +78,7 @@ pub(super) fn fill_lists(
             unsafe { write_counted_items(py, items, v, ints) };
         }
     } else {
+        // (A long list is shared by several threads: `shares` cuts it.)
         let shares = shares(ids, pool.current_num_threads());
         let (items, shares) = (&items, &shares);
         let tallies = py.allow_threads(|| {
@@ -86,10 +87,11 @@ pub(super) fn fill_lists(
                     // usize: a u32 could wrap on a batch of 4G tokens, and
                     // a count too low frees an int still in use.
                     let mut tally = vec![0usize; ints.len()];
-                    for d in shares[ctx.index()].clone() {
-                        // SAFETY: list d has room for ids[d].len()
-                        // items, written here by this thread alone.
-                        unsafe { write_items(&items[d], &ids[d], ints, &mut tally) };
+                    for (d, range) in shares[ctx.index()].iter().cloned() {
+                        // SAFETY: list d has room for ids[d].len() items,
+                        // and the ones in `range` are written here by this
+                        // thread alone (the shares are disjoint).
+                        unsafe { write_items(&items[d], range.start, &ids[d][range], ints, &mut tally) };
                     }
                     tally
                 }))
@@ -292,18 +294,18 @@ fn give_room(list: &Py<PyList>, n: usize) -> PyResult<Items> {
     }
 }
 
-/// Writes `ids` as items, pointers to the shared ints, and counts in `tally`
-/// how often each id is named. Needs no GIL: the references are counted
-/// after, with it (`count_references`).
+/// Writes `ids` as items `at..at + ids.len()`, pointers to the shared ints,
+/// and counts in `tally` how often each id is named. Needs no GIL: the
+/// references are counted after, with it (`count_references`).
 ///
-/// SAFETY: `items` has room for `ids.len()` items (`give_room`), which no
-/// other thread writes meanwhile.
+/// SAFETY: `items` has room for `at + ids.len()` items (`give_room`), and
+/// no other thread writes those meanwhile.
 #[cfg(not(Py_GIL_DISABLED))]
-unsafe fn write_items(items: &Items, ids: &[Rank], ints: &[Py<PyAny>], tally: &mut [usize]) {
+unsafe fn write_items(items: &Items, at: usize, ids: &[Rank], ints: &[Py<PyAny>], tally: &mut [usize]) {
     for (i, &id) in ids.iter().enumerate() {
-        // SAFETY: i < ids.len(), for which `items` has room, written by no
-        // other thread meanwhile (this function's contract).
-        unsafe { *items.0.add(i) = ints[id as usize].as_ptr() };
+        // SAFETY: at + i < at + ids.len(), for which `items` has room,
+        // written by no other thread meanwhile (this function's contract).
+        unsafe { *items.0.add(at + i) = ints[id as usize].as_ptr() };
         tally[id as usize] += 1;
     }
 }
@@ -400,14 +402,15 @@ unsafe fn set_len(list: &Py<PyList>, n: usize) {
     unsafe { (*list.as_ptr().cast::<pyo3::ffi::PyVarObject>()).ob_size = n as pyo3::ffi::Py_ssize_t };
 }
 
-/// A list's item array, written by one pool thread while the GIL is free.
+/// A list's item array, written by pool threads while the GIL is free, each
+/// its own stretch of items.
 #[cfg(not(Py_GIL_DISABLED))]
 struct Items(*mut *mut pyo3::ffi::PyObject);
-// SAFETY: each array is written by one thread only, and read by Python only
+// SAFETY: each item is written by one thread only, and read by Python only
 // after the threads are done (see `fill_lists` and the module's doc).
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe impl Send for Items {}
-// SAFETY: as above: a shared `&Items` is written through by one thread only
-// (`fill_lists` hands each list to one thread).
+// SAFETY: as above: through a shared `&Items` each item is written by one
+// thread only (`fill_lists` hands each stretch of a list to one thread).
 #[cfg(not(Py_GIL_DISABLED))]
 unsafe impl Sync for Items {}

@@ -185,23 +185,30 @@ pub fn run_batch<M, T: Default + Send, E: Send>(
     outcome.map(|()| done)
 }
 
-/// `0..lists.len()` cut into `parts` consecutive ranges (some maybe empty)
-/// holding about as many ids each.
-pub fn shares(lists: &[Vec<Rank>], parts: usize) -> Vec<Range<usize>> {
+/// The ids of `lists` in `parts` shares of as many ids each (to within
+/// one; a share may be empty): share k is a list of `(list, range of its
+/// ids)`, in order, a list cut between two shares where a share ends inside
+/// it (so that one long list is written by every thread). Empty lists are in
+/// no share.
+pub fn shares(lists: &[Vec<Rank>], parts: usize) -> Vec<Vec<(usize, Range<usize>)>> {
+    let parts = parts.max(1);
     let total: usize = lists.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(parts);
-    let (mut start, mut seen) = (0, 0);
+    // Share k holds the ids from flat position bound(k) to bound(k + 1).
+    let bound = |k: usize| (k as u128 * total as u128 / parts as u128) as usize;
+    let mut out = vec![Vec::new(); parts];
+    let (mut k, mut at) = (0, 0);
     for (d, l) in lists.iter().enumerate() {
-        seen += l.len();
-        // Close share k once it holds its (k + 1) / parts of the ids.
-        while out.len() + 1 < parts && seen * parts >= (out.len() + 1) * total {
-            out.push(start..d + 1);
-            start = d + 1;
+        let mut i = 0;
+        while i < l.len() {
+            // (bound(parts) = total > at + i, so k stays below parts.)
+            while bound(k + 1) <= at + i {
+                k += 1;
+            }
+            let end = (bound(k + 1) - at).min(l.len());
+            out[k].push((d, i..end));
+            i = end;
         }
-    }
-    while out.len() < parts {
-        out.push(start..lists.len());
-        start = lists.len();
+        at += l.len();
     }
     out
 }
@@ -338,10 +345,37 @@ mod tests {
     }
 
     #[test]
-    fn shares_hold_about_as_many_ids() {
+    fn shares_hold_as_many_ids() {
         let lists: Vec<Vec<Rank>> = [5, 1, 1, 1, 2, 0, 6].iter().map(|&n| vec![0; n]).collect();
-        assert_eq!(shares(&lists, 2), vec![0..4, 4..7]);
-        assert_eq!(shares(&lists, 1), vec![0..7]);
-        assert_eq!(shares(&lists[..0], 3), vec![0..0, 0..0, 0..0]);
+        assert_eq!(
+            shares(&lists, 2),
+            vec![vec![(0, 0..5), (1, 0..1), (2, 0..1), (3, 0..1)], vec![(4, 0..2), (6, 0..6)]]
+        );
+        assert_eq!(shares(&lists, 1), vec![vec![(0, 0..5), (1, 0..1), (2, 0..1), (3, 0..1), (4, 0..2), (6, 0..6)]]);
+        assert_eq!(
+            shares(&lists, 3),
+            vec![vec![(0, 0..5)], vec![(1, 0..1), (2, 0..1), (3, 0..1), (4, 0..2)], vec![(6, 0..6)]]
+        );
+        // One long list, shared by all.
+        assert_eq!(shares(&[vec![0; 10]], 3), vec![vec![(0, 0..3)], vec![(0, 3..6)], vec![(0, 6..10)]]);
+        assert_eq!(shares(&lists[..0], 3), vec![vec![], vec![], vec![]]);
+        // Every id in exactly one share, in order, each share within one of its due.
+        for parts in 1..9 {
+            for lens in [&[7usize, 0, 3, 12, 1][..], &[1, 1, 1], &[100], &[0, 0]] {
+                let lists: Vec<Vec<Rank>> = lens.iter().map(|&n| vec![0; n]).collect();
+                let got = shares(&lists, parts);
+                assert_eq!(got.len(), parts);
+                let flat: Vec<(usize, usize)> =
+                    got.iter().flatten().flat_map(|(d, r)| r.clone().map(move |i| (*d, i))).collect();
+                let want: Vec<(usize, usize)> =
+                    lens.iter().enumerate().flat_map(|(d, &n)| (0..n).map(move |i| (d, i))).collect();
+                assert_eq!(flat, want);
+                let total: usize = lens.iter().sum();
+                for s in &got {
+                    let n: usize = s.iter().map(|(_, r)| r.len()).sum();
+                    assert!(n * parts + parts >= total && n * parts <= total + parts, "{n} of {total} in {parts}");
+                }
+            }
+        }
     }
 }

@@ -221,7 +221,9 @@ def test_encode_batch_counts_a_reference_per_item(tok, threads, size):
 def test_encode_counts_a_reference_per_item(tok, size):
     # encode and encode_ordinary write their list's items themselves too: one
     # count per item below one id per vocabulary entry, past it a tally per
-    # id. "large" is every corpus file at once (a million ids).
+    # id. "large" is every corpus file at once (a million ids); with
+    # num_threads, and as a batch's one text, its list's items are written by
+    # several threads, each a stretch of them with its own tally.
     text = "".join(p.read_text() for p in CORPUS_FILES)
     if size == "small":
         text = text[:300]
@@ -233,7 +235,15 @@ def test_encode_counts_a_reference_per_item(tok, size):
     objs = [x for i, x in ints.items() if i > 256]  # (see the test above)
     assert len(objs) > 20
     n = [expected.count(x) for x in objs]
-    for encode in (tok.encode_ordinary, tok.encode):
+    calls = (
+        tok.encode_ordinary,
+        tok.encode,
+        lambda t: tok.encode(t, num_threads=2),
+        lambda t: tok.encode(t, num_threads=3),
+        lambda t: tok.encode_batch([t], num_threads=2)[0],
+        lambda t: tok.encode_batch(["", t, "x"], num_threads=3)[1],
+    )
+    for encode in calls:
         before = [sys.getrefcount(x) for x in objs]
         got = encode(text)
         assert got == expected and all(x is ints[x] for x in got)
