@@ -93,7 +93,7 @@ fn scan<const N: usize>(
     while (next[i] as usize) < n {
         let j = next[i] as usize;
         let end = next[j] as usize;
-        let r = if end == i + 2 { vocab.pair_rank(chunk[i], chunk[i + 1]) } else { vocab.get(&chunk[i..end]) };
+        let r = if end == i + 2 { vocab.pair_rank(chunk[i], chunk[i + 1]) } else { vocab.get_joined(&chunk[i..end]) };
         pair[i] = if r < limit { r } else { NONE };
         i = j;
     }
@@ -120,13 +120,13 @@ fn scan<const N: usize>(
         pair[j] = NONE;
         pair[i] = if after < n {
             prev[after] = i as u8;
-            vocab.get_below(&chunk[i..next[after] as usize], limit)
+            vocab.get_joined_below(&chunk[i..next[after] as usize], limit)
         } else {
             NONE
         };
         if i > 0 {
             let p = prev[i] as usize;
-            pair[p] = vocab.get_below(&chunk[p..after], limit);
+            pair[p] = vocab.get_joined_below(&chunk[p..after], limit);
         }
     }
     let mut i = 0;
@@ -172,7 +172,7 @@ pub(super) fn merge_with_heap_drawing(
         if j >= n {
             return NONE;
         }
-        vocab.get_below(&chunk[i..next[j]], limit)
+        vocab.get_joined_below(&chunk[i..next[j]], limit)
     };
     let mut refused: Vec<Reverse<(Rank, usize)>> = Vec::new();
     while let Some(Reverse((r, i))) = heap.pop() {
