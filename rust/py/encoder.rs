@@ -514,6 +514,7 @@ fn picky_events(events: Vec<(u8, Vec<Rank>)>) -> Result<Vec<crate::encode::Picky
         })
         .collect()
 }
+
 /// Each of `texts`' ids, encoded without the GIL by this thread and
 /// `threads - 1` pool threads, which take the runs of a `batch::Plan`
 /// (long texts cut into pieces, the largest runs first) in turn, each with
