@@ -140,13 +140,21 @@ try:
         tok.encode(big, allowed_special="all")
     elif what == "encode-batch":
         tok.encode_batch([big[i : i + 2_000_000] for i in range(0, len(big), 2_000_000)])
+    elif what == "encode-batch-numpy":
+        tok.encode_batch_to_numpy([big[i : i + 2_000_000] for i in range(0, len(big), 2_000_000)])
+    elif what == "encode-batch-one":
+        # One long document: its pieces are the batch's runs.
+        tok.encode_batch([big], num_threads=2)
     print("finished", flush=True)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
 """
 
 
-@pytest.mark.parametrize("what", ["train-text", "train-file", "encode", "encode-special", "encode-batch"])
+@pytest.mark.parametrize(
+    "what",
+    ["train-text", "train-file", "encode", "encode-special", "encode-batch", "encode-batch-numpy", "encode-batch-one"],
+)
 def test_ctrl_c_returns_control_promptly(what, tmp_path):
     corpus = tmp_path / "corpus.txt"
     # 8 MB of random words (trained from 20 times over, or 5 times as one
