@@ -71,6 +71,16 @@ fn filter_key(b: &[u8]) -> u64 {
     }
 }
 
+/// `r` if it is below `limit`, else `NONE`.
+#[inline(always)]
+fn below(r: Rank, limit: Rank) -> Rank {
+    if r < limit {
+        r
+    } else {
+        NONE
+    }
+}
+
 /// The filter's bit for `key`: the word and the mask.
 #[inline(always)]
 fn filter_bit(key: u64) -> (usize, u64) {
@@ -273,12 +283,7 @@ impl Vocab {
     /// `get_joined`, below `limit` (see `get_below`).
     #[inline(always)]
     pub(crate) fn get_joined_below(&self, b: &[u8], limit: Rank) -> Rank {
-        let r = self.get_joined(b);
-        if r < limit {
-            r
-        } else {
-            NONE
-        }
+        below(self.get_joined(b), limit)
     }
 
     /// The rank of the two bytes `a`, `b`, or `NONE` (a table look-up).
@@ -291,18 +296,23 @@ impl Vocab {
     /// with only the tokens learnt before a given one), else `NONE`.
     #[inline]
     pub(crate) fn get_below(&self, b: &[u8], limit: Rank) -> Rank {
-        let r = self.get(b);
-        if r < limit {
-            r
-        } else {
-            NONE
-        }
+        below(self.get(b), limit)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A xorshift generator of test strings, from `seed` (not 0).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
 
     /// `get` answers as one map of byte strings does, for tokens of every
     /// length (each length range has its own map and key) and for strings
@@ -311,13 +321,7 @@ mod tests {
     /// confuse).
     #[test]
     fn get_agrees_with_a_byte_string_map() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut ranks: FxHashMap<Vec<u8>, Rank> = FxHashMap::default();
         for r in 0..20_000u32 {
             let n = 1 + (next() % 20) as usize;
@@ -345,13 +349,7 @@ mod tests {
     /// and the filter spares most of those a probe.
     #[test]
     fn get_joined_agrees_with_get() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         for _ in 0..60_000 {
             let n = 2 + (next() % 9) as usize;
