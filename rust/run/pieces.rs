@@ -39,15 +39,11 @@ pub fn encode_with(
     if !enc.splitter().cuttable() || text.len() <= 2 * piece_bytes {
         return enc.encode(text, allowed);
     }
-    // With special tokens allowed, a cut inside any special token's text
-    // (allowed or not: a longer one can shadow a shorter one) could change
-    // which ones are found.
-    let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
     let mut out = ids_buffer(text.len());
     // One memo for all pieces: a word merged in the first piece is not
     // merged again in the last.
     let mut memo = enc.memo();
-    for piece in cut(text, piece_bytes, &avoid) {
+    for piece in cut_for(enc, allowed, text, piece_bytes) {
         between()?;
         enc.encode_into(piece, allowed, &mut memo, &mut out)?;
     }
@@ -61,6 +57,9 @@ pub fn cut_for<'t>(enc: &Encoder, allowed: &FxHashSet<String>, text: &'t str, ta
     if !enc.splitter().cuttable() {
         return vec![text];
     }
+    // With special tokens allowed, a cut inside any special token's text
+    // (allowed or not: a longer one can shadow a shorter one) could change
+    // which ones are found.
     let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
     cut(text, target, &avoid)
 }
@@ -82,8 +81,7 @@ pub fn encode_parallel(
     if threads <= 1 || !enc.splitter().cuttable() || text.len() < 2 * target {
         return enc.encode(text, allowed);
     }
-    let avoid: Vec<&str> = if allowed.is_empty() { Vec::new() } else { enc.special_texts().collect() };
-    let pieces = cut(text, target, &avoid);
+    let pieces = cut_for(enc, allowed, text, target);
     let ids = pool.install(|| encode_pieces(enc, &pieces, allowed))?;
     Ok(pool.install(|| concat_parallel(&ids)))
 }
