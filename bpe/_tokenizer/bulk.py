@@ -198,8 +198,11 @@ class BulkEncoding:
         those chunks again (``rust/encode/memo.rs``). ``capacity`` and
         ``bytes`` in bytes; ``entries`` the chunks held, ``memos`` how many
         memos hold them; ``reused``/``fresh`` count the calls (or threads of
-        a batch) that started with a kept memo or an empty one."""
-        keys = ("capacity", "bytes", "entries", "memos", "reused", "fresh")
+        a batch) that started with a kept memo or an empty one. Where threads
+        encode at once they also share a table of the chunks they merge
+        (``rust/encode/shared.rs``): ``shared`` is the chunks in it,
+        ``shared_hits`` the look-ups that found one there."""
+        keys = ("capacity", "bytes", "entries", "memos", "reused", "fresh", "shared", "shared_hits")
         return dict(zip(keys, self._core.cache_info()))
 
     def set_cache_size(self, size: int | str) -> None:

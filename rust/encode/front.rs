@@ -98,7 +98,10 @@ impl Encoder {
             return Ok(true);
         }
         let start = out.len();
-        self.merge_chunk(chunk, out)?;
+        if !memo.shared_push(key, out) {
+            self.merge_chunk(chunk, out)?;
+            memo.shared_put(key, &out[start..]);
+        }
         memo.table_insert(key, &out[start..], &self.seed, self.memos.table_bytes());
         Ok(false)
     }
@@ -115,8 +118,16 @@ impl Encoder {
         } else if let Some(ids) = memo.get(chunk) {
             out.extend_from_slice(ids);
         } else {
+            // (Not in the memo: in the shared table, where threads encode at
+            // once, else merged and put there too; `shared.rs`.)
             let start = out.len();
-            self.merge_chunk(chunk, out)?;
+            let key = if chunk.len() <= 15 && memo.is_sharing() { Some(pack(chunk)) } else { None };
+            if !key.is_some_and(|key| memo.shared_push(key, out)) {
+                self.merge_chunk(chunk, out)?;
+                if let Some(key) = key {
+                    memo.shared_put(key, &out[start..]);
+                }
+            }
             memo.insert(chunk, &out[start..]);
             return Ok(false);
         }

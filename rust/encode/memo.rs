@@ -35,13 +35,14 @@
 //! slower than without it, on English up to 15% (`examples/profile.rs`,
 //! warmed on another slice).
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
+use super::shared::Shared;
 use super::table::Table;
 use crate::threads::ForkLocal;
 use crate::vocab::{pack, Rank, NONE};
@@ -98,6 +99,22 @@ pub struct Memo {
     mark: u32,
     old_hits: u32,
     pays: bool,
+    /// The pool's shared table while the memo is out of the pool, where
+    /// threads encode at once (`shared.rs`), and how the memo uses it
+    /// (`shared_push`).
+    pub(super) shared: Option<Arc<Shared>>,
+    pub(super) sharing: Sharing,
+}
+
+/// A memo's use of the shared table: look-ups and hits in the current
+/// window, look-ups left to skip before the next window, and chunks put in
+/// (the hits and puts are reported to the table at the window's end).
+#[derive(Default)]
+pub(super) struct Sharing {
+    pub(super) probes: u32,
+    pub(super) hits: u32,
+    pub(super) skip: u32,
+    pub(super) puts: u32,
 }
 
 /// A long chunk in the memo: its hash (kept, so that the index grows without
@@ -362,7 +379,7 @@ impl Memo {
 
 /// The memos of finished calls, kept within `capacity` bytes.
 pub struct MemoPool {
-    memos: ForkLocal<Mutex<Vec<Memo>>>,
+    memos: ForkLocal<Mutex<Pooled>>,
     capacity: AtomicUsize,
     /// Whether the cap is the default (no `set_capacity` yet): then it
     /// widens to room for a memo per thread (`capacity`).
@@ -377,6 +394,14 @@ pub struct MemoPool {
     /// Calls that found a memo in the pool, and calls that did not.
     reused: AtomicUsize,
     fresh: AtomicUsize,
+}
+
+/// What the pool holds: the memos, and the table they share where threads
+/// encode at once (`shared.rs`), made by the first call that needs it.
+#[derive(Default)]
+struct Pooled {
+    memos: Vec<Memo>,
+    shared: Option<Arc<Shared>>,
 }
 
 /// The default cap: 64 MiB, room for a dozen memos of 32k chunks or three at
@@ -397,6 +422,16 @@ pub struct CacheInfo {
     pub memos: usize,
     pub reused: usize,
     pub fresh: usize,
+    /// The chunks in the shared table, and the look-ups that found one
+    /// there (as the memos have reported them).
+    pub shared: usize,
+    pub shared_hits: usize,
+}
+
+impl Pooled {
+    fn shared_bytes(&self) -> usize {
+        self.shared.as_deref().map_or(0, Shared::bytes)
+    }
 }
 
 impl MemoPool {
@@ -416,7 +451,7 @@ impl MemoPool {
 
     /// This process's memos (a forked child takes over its parent's if no
     /// thread held their lock at the fork: `try_lock` never waits).
-    fn memos(&self) -> &Mutex<Vec<Memo>> {
+    fn memos(&self) -> &Mutex<Pooled> {
         self.memos.get_or(|parents| {
             let taken = parents.and_then(|m| m.try_lock().ok()).map(|mut m| std::mem::take(&mut *m));
             Mutex::new(taken.unwrap_or_default())
@@ -425,16 +460,26 @@ impl MemoPool {
 
     /// The pool's list, locked (a thread that panicked holding it left the
     /// list whole: each change is one push, pop or insert).
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Memo>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pooled> {
         self.memos().lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A memo from the pool (the fullest), or a fresh one if it has none.
+    /// Counts `threads` threads as encoding at once (a call about to take a
+    /// memo on each of them).
+    pub fn expect(&self, threads: usize) {
+        self.widest.fetch_max(threads, Relaxed);
+    }
+
+    /// A memo from the pool (the fullest), or a fresh one if it has none;
+    /// with the shared table where threads encode at once.
     pub fn take(&self) -> Memo {
         let out = self.out.fetch_add(1, Relaxed) + 1;
         self.widest.fetch_max(out, Relaxed);
-        let taken = self.lock().pop();
-        match taken {
+        let (taken, shared) = {
+            let mut pooled = self.lock();
+            (pooled.memos.pop(), self.shared(&mut pooled))
+        };
+        let mut memo = match taken {
             Some(memo) => {
                 self.reused.fetch_add(1, Relaxed);
                 memo
@@ -443,6 +488,34 @@ impl MemoPool {
                 self.fresh.fetch_add(1, Relaxed);
                 Memo::default()
             }
+        };
+        memo.attach(shared);
+        memo
+    }
+
+    /// The shared table for a memo taken now: none while no two threads
+    /// have encoded at once (one thread alone gains nothing from it), or
+    /// with the cache off; else the pool's, made afresh where there is none
+    /// or the one there is full and no longer found (`Shared::stale`).
+    fn shared(&self, pooled: &mut Pooled) -> Option<Arc<Shared>> {
+        let bytes = self.shared_bytes();
+        if bytes == 0 || self.widest.load(Relaxed) < 2 {
+            return None;
+        }
+        if pooled.shared.as_ref().is_none_or(|s| s.stale()) {
+            pooled.shared = Some(Arc::new(Shared::new(bytes)));
+        }
+        pooled.shared.clone()
+    }
+
+    /// The shared table's size: a quarter of the cap as set (16 MiB by
+    /// default); none under 1 MiB (the cache off, say).
+    fn shared_bytes(&self) -> usize {
+        let bytes = self.capacity.load(Relaxed) / 4;
+        if bytes < 1 << 20 {
+            0
+        } else {
+            bytes
         }
     }
 
@@ -452,16 +525,18 @@ impl MemoPool {
         // (Saturating: a forked child counts the memos its parent's other
         // threads had out, which never come back.)
         let _ = self.out.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+        let mut memo = memo;
+        memo.attach(None);
         let capacity = self.capacity();
         if (memo.is_empty() && !memo.has_front()) || capacity == 0 {
             return;
         }
-        let mut memos = self.lock();
-        let held: usize = memos.iter().map(Memo::bytes).sum();
+        let mut pooled = self.lock();
+        let held: usize = pooled.memos.iter().map(Memo::bytes).sum::<usize>() + pooled.shared_bytes();
         if held + memo.bytes() <= capacity {
             // Fullest last, so that `take` hands out the one that knows most.
-            let at = memos.partition_point(|m| m.len() <= memo.len());
-            memos.insert(at, memo);
+            let at = pooled.memos.partition_point(|m| m.len() <= memo.len());
+            pooled.memos.insert(at, memo);
         }
     }
 
@@ -475,7 +550,9 @@ impl MemoPool {
     pub fn capacity(&self) -> usize {
         let set = self.capacity.load(Relaxed);
         if self.default.load(Relaxed) {
-            set.max(self.widest.load(Relaxed).saturating_mul(self.per_memo))
+            let widest = self.widest.load(Relaxed);
+            let shared = if widest > 1 { self.shared_bytes() } else { 0 };
+            set.max(widest.saturating_mul(self.per_memo) + shared)
         } else {
             set
         }
@@ -504,14 +581,17 @@ impl MemoPool {
     }
 
     pub fn info(&self) -> CacheInfo {
-        let memos = self.memos().lock().unwrap_or_else(|e| e.into_inner());
+        let pooled = self.lock();
+        let shared = pooled.shared.as_deref();
         CacheInfo {
             capacity: self.capacity(),
-            bytes: memos.iter().map(Memo::bytes).sum(),
-            entries: memos.iter().map(Memo::len).sum(),
-            memos: memos.len(),
+            bytes: pooled.memos.iter().map(Memo::bytes).sum::<usize>() + pooled.shared_bytes(),
+            entries: pooled.memos.iter().map(Memo::len).sum(),
+            memos: pooled.memos.len(),
             reused: self.reused.load(Relaxed),
             fresh: self.fresh.load(Relaxed),
+            shared: shared.map_or(0, Shared::len),
+            shared_hits: shared.map_or(0, Shared::hits),
         }
     }
 }

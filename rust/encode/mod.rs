@@ -34,6 +34,7 @@ pub mod pairs;
 mod merge;
 mod memo;
 mod table;
+mod shared;
 mod front;
 mod extra;
 mod superword;
@@ -280,7 +281,15 @@ impl Encoder {
 
     /// A memo for one call (or one thread's runs of a batch), from the pool
     /// if it has one; given back when dropped.
+    ///
+    /// Taken on a thread of a pool of several (a multi-threaded call), it
+    /// counts the pool's threads as encoding at once before it is taken, so
+    /// that the call's first thread shares the pool's table too (the pool
+    /// counts memos as they are taken: `MemoPool::take`).
     pub fn memo(&self) -> PooledMemo<'_> {
+        if rayon::current_thread_index().is_some() {
+            self.memos.expect(rayon::current_num_threads());
+        }
         PooledMemo::new(&self.memos)
     }
 

@@ -133,6 +133,100 @@ fn a_growing_memo_is_invisible() {
     }
 }
 
+/// Words of 2 to 16 letters of `thenam`, distinct for distinct `k`: most
+/// take merging, some are longer than 15 bytes (never shared).
+fn word(k: u64) -> String {
+    let mut h = (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut w = String::from(" ");
+    for _ in 0..2 + k % 15 {
+        w.push(b"thenam"[(h >> 61) as usize % 6] as char);
+        h = h.rotate_left(3) ^ k;
+    }
+    w
+}
+
+/// Where two memos are out at once, a chunk one of them merged is found by
+/// the other in the table they share, with the ids merging gives.
+#[test]
+fn a_word_merged_by_one_thread_is_found_by_another() {
+    // Every pair of " thenam" and every pair of those: a word of up to 15
+    // bytes merges into at most 5 ids.
+    let pairs: Vec<String> =
+        " thenam".chars().flat_map(|a| " thenam".chars().map(move |b| format!("{a}{b}"))).collect();
+    let quads: Vec<String> = pairs.iter().flat_map(|a| pairs.iter().map(move |b| format!("{a}{b}"))).collect();
+    let tokens: Vec<&str> = pairs.iter().chain(&quads).map(String::as_str).collect();
+    let enc = Encoder::new(byte_ranks(&tokens), FxHashMap::default(), GPT4_PATTERN).unwrap();
+    let text: String = (0..3000).map(word).collect();
+    let mut chunk_by_chunk = vec![];
+    enc.splitter.for_each_chunk(&text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
+    // (Two memos out at once: the pool has seen two threads, and memos
+    // taken from now on share its table.)
+    drop((enc.memo(), enc.memo()));
+    {
+        let (mut one, mut other) = (enc.memo(), enc.memo());
+        let (mut a, mut b) = (vec![], vec![]);
+        enc.encode_ordinary_into(&text, &mut one, &mut a).unwrap();
+        enc.encode_ordinary_into(&text, &mut other, &mut b).unwrap();
+        assert!(a == chunk_by_chunk && b == chunk_by_chunk);
+    }
+    // The first memo put in each distinct chunk of up to 15 bytes that took
+    // merging into at most 4 ids; the second found each of them (some twice:
+    // its own memo, of 1,024 chunks in tests, started afresh).
+    let mut shareable = std::collections::HashSet::new();
+    enc.splitter
+        .for_each_chunk(&text, |c| {
+            let mut ids = vec![];
+            enc.encode_chunk(c.as_bytes(), &mut ids).unwrap();
+            if c.len() <= 15 && enc.vocab.get(c.as_bytes()) == NONE && ids.len() <= 4 {
+                shareable.insert(c.to_string());
+            }
+        })
+        .unwrap();
+    assert!(shareable.len() > 1000);
+    let info = enc.cache().info();
+    assert_eq!(info.shared, shareable.len());
+    assert!(info.shared_hits >= shareable.len(), "{} found", info.shared_hits);
+    // A later call, on one thread, finds them too.
+    let again = enc.encode_ordinary(&text).unwrap();
+    assert!(again == chunk_by_chunk);
+}
+
+/// Threads that encode overlapping texts at once, each putting in and
+/// finding the others' words as they go, get the ids of merging, with a
+/// shared table roomy and one too small to take them all.
+#[test]
+fn threads_sharing_words_get_the_ids_of_merging() {
+    let ranks = byte_ranks(&["th", "the", "he", "en", "an", "ant", " t", " th", " the", "em"]);
+    let enc = Encoder::new(ranks, FxHashMap::default(), GPT4_PATTERN).unwrap();
+    let mut next = crate::split::lexer::tests::rng(0x2545_f491_4f6c_dd1d);
+    let texts: Vec<String> = (0..8).map(|_| (0..4000).map(|_| word(next() % 6000)).collect()).collect();
+    let expected: Vec<Vec<Rank>> = texts
+        .iter()
+        .map(|t| {
+            let mut ids = vec![];
+            enc.splitter.for_each_chunk(t, |c| enc.encode_chunk(c.as_bytes(), &mut ids).unwrap()).unwrap();
+            ids
+        })
+        .collect();
+    // (4 MiB: the shared table has 1 MiB; 4 KiB less: it has none.)
+    for capacity in [DEFAULT_CACHE_BYTES, 4 << 20, (4 << 20) - 4096] {
+        enc.cache().set_capacity(capacity);
+        for round in 0..2 {
+            std::thread::scope(|s| {
+                for k in 0..4 {
+                    let (enc, texts, expected) = (&enc, &texts, &expected);
+                    s.spawn(move || {
+                        for j in 0..4 {
+                            let t = (k + j * 3 + round) % texts.len();
+                            assert!(enc.encode_ordinary(&texts[t]).unwrap() == expected[t], "text {t}, thread {k}");
+                        }
+                    });
+                }
+            });
+        }
+    }
+}
+
 /// The chunk cache changes no id: on, off, too small to keep a memo,
 /// cleared, and shared by threads.
 #[test]

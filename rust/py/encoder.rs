@@ -396,10 +396,11 @@ impl CoreBPE {
 
     /// The chunk cache (see `encode/memo.rs`): its cap and size in bytes,
     /// the chunks and memos it holds, the calls that found a memo in it and
-    /// those that did not.
-    fn cache_info(&self) -> (usize, usize, usize, usize, usize, usize) {
+    /// those that did not, the chunks in its shared table and the look-ups
+    /// that found one there.
+    fn cache_info(&self) -> (usize, usize, usize, usize, usize, usize, usize, usize) {
         let i = self.enc.cache().info();
-        (i.capacity, i.bytes, i.entries, i.memos, i.reused, i.fresh)
+        (i.capacity, i.bytes, i.entries, i.memos, i.reused, i.fresh, i.shared, i.shared_hits)
     }
 
     /// Empties the chunk cache.

@@ -201,6 +201,34 @@ def test_cache_shared_by_threads_of_a_batch():
         assert enc.encode_batch(texts, num_threads=4, disallowed_special=()) == ref
 
 
+def test_threads_share_the_words_they_merge():
+    """Threads that encode at once share a table of the chunks they merge
+    (rust/encode/shared.rs): the second of two batches finds the first's
+    words there, and the ids stay tiktoken's, on text and on multilingual
+    text whose words rarely recur."""
+    enc = Tokenizer.from_tiktoken("cl100k_base")
+    ref_enc = tiktoken.get_encoding("cl100k_base")
+    english = (CORPORA / "tinyshakespeare.txt").read_text()
+    english = [english[i : i + 5000] for i in range(0, len(english), 5000)]
+    udhr = (CORPORA / "multilingual_udhr.txt").read_text()
+    udhr = [udhr[i : i + 2000] for i in range(0, len(udhr), 2000)]
+    for texts in (english, udhr):
+        enc.clear_cache()
+        half = len(texts) // 2
+        for part in (texts[:half], texts[half:], texts):
+            assert enc.encode_batch(part, num_threads=4, disallowed_special=()) == ref_enc.encode_ordinary_batch(part)
+        info = enc.cache_info()
+        assert info["shared"] > 0 and info["shared_hits"] > 0, info
+        assert info["bytes"] <= info["capacity"], info
+    # One thread alone makes no shared table; with the cache off there is none.
+    one = Tokenizer.from_tiktoken("cl100k_base")
+    one.encode_batch(english, num_threads=1)
+    assert one.cache_info()["shared"] == 0
+    enc.set_cache_size(0)
+    enc.encode_batch(english, num_threads=4)
+    assert (enc.cache_info()["shared"], enc.cache_info()["bytes"]) == (0, 0)
+
+
 def test_import_needs_no_numpy_for_this_module():
     assert "numpy" not in bpe._tokenizer.bulk.__dict__
 
