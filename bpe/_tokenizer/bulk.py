@@ -195,7 +195,7 @@ class BulkEncoding:
     def cache_info(self) -> dict:
         """The chunk cache: the memos of merged chunks (chunk -> ids) that
         finished calls leave behind, so that the next call does not merge
-        those chunks again (``rust/encode/memo.rs``). ``capacity`` and
+        those chunks again (``rust/encode/pool.rs``). ``capacity`` and
         ``bytes`` in bytes; ``entries`` the chunks held, ``memos`` how many
         memos hold them; ``reused``/``fresh`` count the calls (or threads of
         a batch) that started with a kept memo or an empty one. Where threads

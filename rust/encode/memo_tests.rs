@@ -1,7 +1,8 @@
-//! The memo and its pool (`memo.rs`): the pool's cap, a memo's growth and
-//! starting afresh, and long chunks' keys in one buffer.
+//! The memo and its pool (`memo.rs`, `pool.rs`): the pool's cap, a memo's
+//! growth and starting afresh, and long chunks' keys in one buffer.
 
 use super::*;
+use crate::encode::pool::{MemoPool, PooledMemo, DEFAULT_CAPACITY};
 
 #[test]
 fn the_pool_keeps_memos_within_its_cap() {

@@ -33,6 +33,7 @@ pub mod chars;
 pub mod pairs;
 mod merge;
 mod memo;
+mod pool;
 mod table;
 mod shared;
 mod front;
@@ -46,8 +47,9 @@ use pairs::Pairs;
 pub use extra::{Segment, SplitMix};
 
 pub use events::Event as PickyEvent;
-pub use memo::{CacheInfo, Memo, MemoPool, PooledMemo, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
+pub use memo::Memo;
 use merge::{merge_with_heap, merge_with_scan, whole_at, LONG_CHUNK};
+pub use pool::{CacheInfo, MemoPool, PooledMemo, DEFAULT_CAPACITY as DEFAULT_CACHE_BYTES};
 pub use superword::SafeCuts;
 use superword::Superword;
 
@@ -104,7 +106,7 @@ pub struct Encoder {
     /// longest first so that a special token that is a prefix of another never
     /// shadows it. `None` when there are no special tokens.
     special_regex: Option<regex::Regex>,
-    /// The memos of finished calls (see `memo.rs`): the chunk cache.
+    /// The memos of finished calls (see `pool.rs`): the chunk cache.
     memos: MemoPool,
     /// The vocabulary's tokens of 8 to 15 bytes in a seen table
     /// (`table.rs`), which each memo's starts as a copy of.
@@ -208,7 +210,7 @@ impl Encoder {
             let alternation: Vec<String> = texts.iter().map(|t| regex::escape(t)).collect();
             Some(regex::Regex::new(&alternation.join("|")).map_err(|e| e.to_string())?)
         };
-        let memos = MemoPool::new(seed.bytes() + memo::MEMO_REST);
+        let memos = MemoPool::new(seed.bytes() + pool::MEMO_REST);
         Ok(Encoder {
             vocab,
             chars,
@@ -245,7 +247,7 @@ impl Encoder {
         // needs one, and their pools expect memos without it.
         for e in [&mut stage1, &mut enc] {
             e.seed = table::Table::unused();
-            e.memos = MemoPool::new(memo::MEMO_REST);
+            e.memos = MemoPool::new(pool::MEMO_REST);
         }
         enc.superword = Some(Box::new(Superword::new(stage1, merges, transition)));
         Ok(enc)

@@ -17,7 +17,7 @@
 //! ids: 32-byte entries, two to a cache line.
 //!
 //! Why not the earlier designs (docs/dev/performance.md, "Threads sharing
-//! what they merge"): one shared cache consulted after every memo miss,
+//! what they merge: tried, not kept"): one shared cache consulted after every memo miss,
 //! with locks for long chunks, made 200 languages 20% slower, since most
 //! chunks merged are words met once, which no thread looks for again; and
 //! copying every merged chunk into every other thread's memo cost as much as

@@ -394,7 +394,7 @@ impl CoreBPE {
         Ok((ids, offsets))
     }
 
-    /// The chunk cache (see `encode/memo.rs`): its cap and size in bytes,
+    /// The chunk cache (see `encode/pool.rs`): its cap and size in bytes,
     /// the chunks and memos it holds, the calls that found a memo in it and
     /// those that did not, the chunks in its shared table and the look-ups
     /// that found one there.
