@@ -179,7 +179,7 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
 
 def many_section(args, corp: dict, anchors: list[str], results: dict) -> None:
     """Only the many-thread row (``--only many``): for a many-core machine
-    lent for a few minutes, where the one-thread tables would take most of
+    used for a few minutes, where the one-thread tables would take most of
     them."""
     section("Encoding, many threads", results, "many")
     cache, have = vocab_cache(args.encodings)

@@ -61,8 +61,8 @@ GB = 1_000_000_000
 
 FORMAT = 1  # bump when the generator changes: the cache is rebuilt
 SOURCES = ("gutenberg100m", "enwiki100m", "code_mix", "flores200")
-# BPE_BENCH_SHARD_SOURCES=gutenberg100m: fewer sources (a lent machine that
-# gets only some of the shared corpora); the cache key records them.
+# BPE_BENCH_SHARD_SOURCES=gutenberg100m: fewer sources (a machine that
+# has only some of the shared corpora); the cache key records them.
 if os.environ.get("BPE_BENCH_SHARD_SOURCES"):
     SOURCES = tuple(n for n in os.environ["BPE_BENCH_SHARD_SOURCES"].split(",") if n)
 SEED = 20261130

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Packs what the many-core measurements need into .devkit/ (ignored by git),
-# for a session lent a device machine (no network there, Python 3.12, about
-# 64 MiB may travel): bpe's release wheel for that Python, gigatoken and
+# for a many-core machine reached through a copy of the tree (no network there,
+# Python 3.12, about 64 MiB may travel): bpe's release wheel for that Python, gigatoken and
 # zstandard wheels, OpenAI's cl100k/o200k rank files, gutenberg100m. Then
-# `benchmarks/device_run.sh` runs there (the device tool's `run`, with
-# `carry: [".devkit"]`): the 16-thread encode row and the shards section at
-# 1 GB. Results: benchmarks/results/many-2026-11-27-device.md is one.
+# `benchmarks/device_run.sh` runs there (with .devkit/ copied along): the
+# 16-thread encode row and the shards section at 1 GB. Results:
+# benchmarks/results/many-2026-12-01-device.md is one.
 #   PY312=/path/to/python3.12 bash benchmarks/device_kit.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

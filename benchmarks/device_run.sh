@@ -1,8 +1,8 @@
 #!/bin/bash
-# On a lent many-core machine, from the repository root, with .devkit/ made by
+# On a many-core machine, from the repository root, with .devkit/ made by
 # benchmarks/device_kit.sh: the many-thread encode row (this build and
 # gigatoken), then the shards section at 1 GB made from gutenberg100m alone.
-# Everything goes to $OUT (the device tool brings it back). MANY=0 or
+# Everything goes to $OUT (a folder copied back afterwards). MANY=0 or
 # SHARDS=0 skips a part; REPEATS, SHARDS_GB, SHARDS_REPEATS size them.
 set -u
 REPO=$PWD

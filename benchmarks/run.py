@@ -554,7 +554,7 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true",
                    help="smoke test: 10 MB slice only, 1 repeat, fewer anchors, one vocabulary (a few minutes)")
     p.add_argument("--only", help="comma-separated sections: train,encode,many,scale,shards,ray (default: train,encode; "
-                                  "many: only the many-thread row of encode, for a lent many-core machine)")
+                                  "many: only the many-thread row of encode, for a many-core machine used briefly)")
     p.add_argument("--scale", action="store_true", help="add the scale section (training from ~1 GB)")
     p.add_argument("--repeats", type=int, help="rounds per measurement (default 3; --quick: 1): the median is "
                                                "reported, the best for one-thread encoding")
