@@ -16,7 +16,7 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
-use super::shared::Shared;
+use super::shared::{Shared, Sharing};
 use super::table::Table;
 use crate::vocab::{pack, Rank, NONE};
 
@@ -77,17 +77,6 @@ pub struct Memo {
     /// (`shared_push`).
     pub(super) shared: Option<Arc<Shared>>,
     pub(super) sharing: Sharing,
-}
-
-/// A memo's use of the shared table: look-ups and hits in the current
-/// window, look-ups left to skip before the next window, and chunks put in
-/// (the hits and puts are reported to the table at the window's end).
-#[derive(Default)]
-pub(super) struct Sharing {
-    pub(super) probes: u32,
-    pub(super) hits: u32,
-    pub(super) skip: u32,
-    pub(super) puts: u32,
 }
 
 /// A long chunk in the memo: its hash (kept, so that the index grows without

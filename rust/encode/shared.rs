@@ -36,11 +36,22 @@ use std::sync::Arc;
 
 use crate::vocab::Rank;
 
+/// A memo's use of the shared table: look-ups and hits in the current
+/// window, look-ups left to skip before the next window, and chunks put in
+/// (the hits and puts are reported to the table at the window's end).
+#[derive(Default)]
+pub(super) struct Sharing {
+    pub(super) probes: u32,
+    pub(super) hits: u32,
+    pub(super) skip: u32,
+    pub(super) puts: u32,
+}
+
 /// Chunks put in before the table judges whether putting pays
 /// (`Shared::worth_putting`).
 const FIRST: usize = 1 << 14;
 /// The most ids an entry holds.
-pub const SHARED_IDS: usize = 4;
+const SHARED_IDS: usize = 4;
 /// Entries probed from a key's home before a look-up or an insert gives up.
 const PROBES: usize = 8;
 /// In an entry's `hi` word (the key's high half: bytes 8 to 14 and the
@@ -91,17 +102,7 @@ fn zeroed(n: usize) -> Box<[Entry]> {
         if p.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        #[cfg(target_os = "linux")]
-        {
-            const HUGE: usize = 2 << 20;
-            let start = (p as usize).saturating_add(HUGE - 1) & !(HUGE - 1);
-            let end = (p as usize).saturating_add(layout.size()) & !(HUGE - 1);
-            if end > start {
-                // (Advice about whole pages inside this allocation; it
-                // changes no contents. Refused, without THP: ignored.)
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
+        crate::pages::advise_huge(p as *mut u8, layout.size());
         Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
     }
 }

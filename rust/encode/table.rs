@@ -93,17 +93,7 @@ fn home(key: u128, shift: u32) -> usize {
 /// tables missed also missed the TLB.
 fn entries(n: usize, from: Option<&[Entry]>) -> Box<[Entry]> {
     let mut v: Vec<Entry> = Vec::with_capacity(n);
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = (v.as_mut_ptr() as usize).saturating_add(HUGE - 1) & !(HUGE - 1);
-        let end = (v.as_mut_ptr() as usize).saturating_add(n * std::mem::size_of::<Entry>()) & !(HUGE - 1);
-        if end > start {
-            // SAFETY: advice about whole pages inside this fresh, unread
-            // allocation; it changes no contents. Refused (no THP): ignored.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
-    }
+    crate::pages::advise_huge(v.as_mut_ptr() as *mut u8, n * std::mem::size_of::<Entry>());
     // SAFETY: `Entry` is plain integers, for which all-zero bytes are a
     // valid (empty) entry; `with_capacity(n)` made room for the `n`
     // entries written here (zeros, or `from`'s `n`) before they are
