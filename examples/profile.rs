@@ -126,6 +126,52 @@ fn main() {
                 split.for_each_chunk(&text, |_| c += 1).unwrap();
                 (t.elapsed().as_secs_f64(), c)
             };
+            // MERGES=1: the merges alone. The distinct chunks of the text
+            // that are not one token and not chunks of WARM (the words a warm
+            // call must merge), each merged once per round (`encode_chunk`):
+            // nanoseconds a word, the median of the rounds.
+            if std::env::var("MERGES").is_ok() {
+                let mut known = rustc_hash::FxHashSet::default();
+                if let Ok(warm) = std::env::var("WARM") {
+                    let w = std::fs::read_to_string(warm).unwrap();
+                    split.for_each_chunk(&w, |c| _ = known.insert(c.to_string())).unwrap();
+                }
+                let mut words: Vec<&str> = Vec::new();
+                let mut seen = rustc_hash::FxHashSet::default();
+                let mut out = Vec::new();
+                split
+                    .for_each_chunk(&text, |c| {
+                        out.clear();
+                        enc.encode_chunk(c.as_bytes(), &mut out).unwrap();
+                        if out.len() > 1 && !known.contains(c) && seen.insert(c) {
+                            words.push(c);
+                        }
+                    })
+                    .unwrap();
+                let bytes: usize = words.iter().map(|w| w.len()).sum();
+                let mut ts = vec![];
+                let mut ids = 0usize;
+                for _ in 0..reps {
+                    let t = Instant::now();
+                    ids = 0;
+                    for w in &words {
+                        out.clear();
+                        enc.encode_chunk(w.as_bytes(), &mut out).unwrap();
+                        ids += out.len();
+                    }
+                    ts.push(t.elapsed().as_secs_f64());
+                }
+                let best = ts.iter().copied().fold(f64::MAX, f64::min);
+                println!(
+                    "merges: {} words, {:.1} bytes and {:.2} ids a word: {:.1} ns a word (best {:.1})",
+                    words.len(),
+                    bytes as f64 / words.len() as f64,
+                    ids as f64 / words.len() as f64,
+                    median(ts) * 1e9 / words.len() as f64,
+                    best * 1e9 / words.len() as f64
+                );
+                return;
+            }
             if std::env::var("LEX_ONLY").is_ok() {
                 for _ in 0..reps {
                     let (s, c) = lex();

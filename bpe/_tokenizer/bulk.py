@@ -198,8 +198,8 @@ class BulkEncoding:
         those chunks again (``rust/encode/pool.rs``). ``capacity`` and
         ``bytes`` in bytes; ``entries`` the chunks held, ``memos`` how many
         memos hold them; ``reused``/``fresh`` count the calls (or threads of
-        a batch) that started with a kept memo or an empty one. Where threads
-        encode at once they also share a table of the chunks they merge
+        a batch) that started with a kept memo or an empty one. Where 4 threads
+        or more encode at once they also share a table of the chunks they merge
         (``rust/encode/shared.rs``): ``shared`` is the chunks in it,
         ``shared_hits`` the look-ups that found one there."""
         keys = ("capacity", "bytes", "entries", "memos", "reused", "fresh", "shared", "shared_hits")

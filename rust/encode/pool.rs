@@ -12,8 +12,9 @@
 //! again: docs/dev/performance.md, "A memo for every thread".) The pool
 //! keeps memos while their memory fits its cap (`set_capacity`, 0: keep
 //! none; by default 64 MiB, or room for a memo per thread where more
-//! threads encode at once: `MemoPool::capacity`), and, where threads
-//! encode at once, the table of merged chunks they share (`shared.rs`).
+//! threads encode at once: `MemoPool::capacity`), and, where `SHARE_FROM`
+//! threads or more encode at once, the table of merged chunks they share
+//! (`shared.rs`).
 //! The pool belongs to one process (`threads.rs`): a forked child takes
 //! over the parent's memos if no thread of the parent held the pool's lock
 //! at the fork, and starts with none otherwise.
@@ -70,6 +71,14 @@ pub const DEFAULT_CAPACITY: usize = 64 << 20;
 /// (768 KiB) and its maps as a few calls leave them (~1-2 MiB with 16
 /// threads on English), with room to spare.
 pub const MEMO_REST: usize = 4 << 20;
+
+/// The fewest threads encoding at once that share a table (`shared.rs`). On
+/// 16 cores the table took 10-20% off a call's CPU time on English; with 2
+/// threads, where each memo already holds half of what the call meets, its
+/// look-ups and puts (misses in a 16 MiB table) cost 5.5% of a batch's CPU
+/// and its hits saved ~1% (docs/dev/performance.md, "A table the threads
+/// share").
+pub const SHARE_FROM: usize = 4;
 
 /// What `MemoPool::info` reports.
 pub struct CacheInfo {
@@ -150,13 +159,13 @@ impl MemoPool {
         memo
     }
 
-    /// The shared table for a memo taken now: none while no two threads
-    /// have encoded at once (one thread alone gains nothing from it), or
+    /// The shared table for a memo taken now: none while fewer than
+    /// `SHARE_FROM` threads have encoded at once, or
     /// with the cache off; else the pool's, made afresh where there is none
     /// or the one there is full and no longer found (`Shared::stale`).
     fn shared(&self, pooled: &mut Pooled) -> Option<Arc<Shared>> {
         let bytes = self.shared_bytes();
-        if bytes == 0 || self.widest.load(Relaxed) < 2 {
+        if bytes == 0 || self.widest.load(Relaxed) < SHARE_FROM {
             return None;
         }
         if pooled.shared.as_ref().is_none_or(|s| s.stale()) {
@@ -208,7 +217,7 @@ impl MemoPool {
         let set = self.capacity.load(Relaxed);
         if self.default.load(Relaxed) {
             let widest = self.widest.load(Relaxed);
-            let shared = if widest > 1 { self.shared_bytes() } else { 0 };
+            let shared = if widest >= SHARE_FROM { self.shared_bytes() } else { 0 };
             set.max(widest.saturating_mul(self.per_memo) + shared)
         } else {
             set

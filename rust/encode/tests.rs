@@ -159,9 +159,9 @@ fn a_word_merged_by_one_thread_is_found_by_another() {
     let text: String = (0..3000).map(word).collect();
     let mut chunk_by_chunk = vec![];
     enc.splitter.for_each_chunk(&text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
-    // (Two memos out at once: the pool has seen two threads, and memos
-    // taken from now on share its table.)
-    drop((enc.memo(), enc.memo()));
+    // (The pool has seen `SHARE_FROM` threads encode at once: memos taken
+    // from now on share its table.)
+    enc.cache().expect(super::pool::SHARE_FROM);
     {
         let (mut one, mut other) = (enc.memo(), enc.memo());
         let (mut a, mut b) = (vec![], vec![]);
@@ -208,7 +208,9 @@ fn threads_sharing_words_get_the_ids_of_merging() {
             ids
         })
         .collect();
-    // (4 MiB: the shared table has 1 MiB; 4 KiB less: it has none.)
+    // (4 MiB: the shared table has 1 MiB; 4 KiB less: it has none. The
+    // pool counts four threads from the start, so each round shares.)
+    enc.cache().expect(4);
     for capacity in [DEFAULT_CACHE_BYTES, 4 << 20, (4 << 20) - 4096] {
         enc.cache().set_capacity(capacity);
         for round in 0..2 {

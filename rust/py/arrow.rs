@@ -265,6 +265,8 @@ fn encode_records(
 ) -> Result<Vec<Result<Vec<Rank>, String>>, String> {
     let threads = pool.current_num_threads();
     let workers = if threads > 1 { Some(thread_pool(threads - 1)?) } else { None };
+    // (The calling thread is one of them: see `py/encoder.rs`'s `encode_texts`.)
+    enc.cache().expect(threads);
     let sizes: Vec<usize> = (0..strings.len()).map(|i| strings.span_bytes(i..i + 1)).collect();
     let runs = runs(&sizes, threads);
     let order = largest_first(&runs, &sizes);

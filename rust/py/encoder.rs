@@ -529,6 +529,10 @@ fn encode_texts(
     first: impl FnOnce() -> PyResult<()>,
 ) -> PyResult<Vec<Vec<Rank>>> {
     let workers = if threads > 1 { Some(guard(|| crate::threads::pool(threads - 1))?) } else { None };
+    // The calling thread is one of the call's threads but no pool thread, so
+    // `Encoder::memo` cannot count it: counted here, so that the first memo
+    // taken shares the pool's table too.
+    enc.cache().expect(threads);
     let plan = batch::Plan::new(texts, threads, |text, bytes| pieces::cut_for(enc, allowed, text, bytes));
     let ids = batch::run_batch(
         &plan.order,
