@@ -220,6 +220,20 @@ def test_threads_share_the_words_they_merge():
         info = enc.cache_info()
         assert info["shared"] > 0 and info["shared_hits"] > 0, info
         assert info["bytes"] <= info["capacity"], info
+    # Four threads share from their first call, the calling thread's memo
+    # too (the binding counts it: one of the call's threads, but no pool
+    # thread), so they find each other's words at once; two threads, whose
+    # memos each hold half of what a call meets, share nothing (pool.rs,
+    # SHARE_FROM).
+    for threads in (4, 2):
+        fresh = Tokenizer.from_tiktoken("cl100k_base")
+        ids = fresh.encode_batch(english, num_threads=threads, disallowed_special=())
+        assert ids == ref_enc.encode_ordinary_batch(english)
+        info = fresh.cache_info()
+        if threads == 4:
+            assert info["shared"] > 0 and info["shared_hits"] > 0, info
+        else:
+            assert (info["shared"], info["shared_hits"]) == (0, 0), info
     # One thread alone makes no shared table; with the cache off there is none.
     one = Tokenizer.from_tiktoken("cl100k_base")
     one.encode_batch(english, num_threads=1)
