@@ -27,7 +27,8 @@
 //! chunks once those it holds are rarely found (`Shared::worth_putting`).
 //! Measured on 16 cores (docs/dev/performance.md, "A table the threads
 //! share"): English 10-20% less CPU per call, 200 languages unchanged
-//! within noise.
+//! within noise. With 2 threads it cost more than it saved, so calls of
+//! fewer than `SHARE_FROM` threads do without it (`pool.rs`).
 use std::sync::atomic::{
     AtomicBool, AtomicU64, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},

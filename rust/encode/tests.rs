@@ -209,8 +209,8 @@ fn threads_sharing_words_get_the_ids_of_merging() {
         })
         .collect();
     // (4 MiB: the shared table has 1 MiB; 4 KiB less: it has none. The
-    // pool counts four threads from the start, so each round shares.)
-    enc.cache().expect(4);
+    // pool counts enough threads from the start that each round shares.)
+    enc.cache().expect(super::pool::SHARE_FROM);
     for capacity in [DEFAULT_CACHE_BYTES, 4 << 20, (4 << 20) - 4096] {
         enc.cache().set_capacity(capacity);
         for round in 0..2 {
