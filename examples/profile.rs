@@ -1,6 +1,8 @@
 //! Profiling driver (not part of the library): times the phases of encoding
 //! and training on one file, so a change can be measured in isolation.
 //!   cargo run --profile release --example profile -- encode RANKFILE PATTERN CORPUS
+//!   (WARM=FILE encodes another file first; LEX_ONLY=1 and MERGE_ONLY=1 time the
+//!   lexer or the merges alone)
 //!   cargo run --profile release --example profile -- train CORPUS VOCAB
 //!   (MERGES=PATH writes the learned merges to PATH)
 //!   cargo run --profile release --example profile -- records (raw|parse) FIELD FILES...
@@ -126,11 +128,11 @@ fn main() {
                 split.for_each_chunk(&text, |_| c += 1).unwrap();
                 (t.elapsed().as_secs_f64(), c)
             };
-            // MERGES=1: the merges alone. The distinct chunks of the text
+            // MERGE_ONLY=1: the merges alone. The distinct chunks of the text
             // that are not one token and not chunks of WARM (the words a warm
             // call must merge), each merged once per round (`encode_chunk`):
             // nanoseconds a word, the median of the rounds.
-            if std::env::var("MERGES").is_ok() {
+            if std::env::var("MERGE_ONLY").is_ok() {
                 let mut known = rustc_hash::FxHashSet::default();
                 if let Ok(warm) = std::env::var("WARM") {
                     let w = std::fs::read_to_string(warm).unwrap();
