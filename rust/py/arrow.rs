@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 
-use super::encoder::CoreBPE;
+use super::encoder::{call_workers, CoreBPE};
 use super::errors::{check_interrupt, guard};
 use super::stream::Output;
 use crate::input::arrow::{Bad, Strings, Width};
@@ -264,9 +264,7 @@ fn encode_records(
     pool: &rayon::ThreadPool,
 ) -> Result<Vec<Result<Vec<Rank>, String>>, String> {
     let threads = pool.current_num_threads();
-    let workers = if threads > 1 { Some(thread_pool(threads - 1)?) } else { None };
-    // (The calling thread is one of them: see `py/encoder.rs`'s `encode_texts`.)
-    enc.cache().expect(threads);
+    let workers = call_workers(enc, threads)?;
     let sizes: Vec<usize> = (0..strings.len()).map(|i| strings.span_bytes(i..i + 1)).collect();
     let runs = runs(&sizes, threads);
     let order = largest_first(&runs, &sizes);

@@ -2,6 +2,8 @@
 //! runs the Rust encoder (without the GIL for all but short texts) and maps
 //! its errors; the lists of ids it returns are made in `lists.rs`.
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
@@ -516,6 +518,17 @@ fn picky_events(events: Vec<(u8, Vec<Rank>)>) -> Result<Vec<crate::encode::Picky
         .collect()
 }
 
+/// The pool threads of a call that encodes on `threads` threads, the calling
+/// thread one of them: `threads - 1` (none for one thread). The chunk cache
+/// is told to expect `threads` memos at once: the calling thread is no pool
+/// thread, so `Encoder::memo`, which counts a pool's threads, cannot count
+/// it, and the call's first memo would go without the shared table.
+pub(super) fn call_workers(enc: &Encoder, threads: usize) -> Result<Option<Arc<rayon::ThreadPool>>, String> {
+    let workers = if threads > 1 { Some(crate::threads::pool(threads - 1)?) } else { None };
+    enc.cache().expect(threads);
+    Ok(workers)
+}
+
 /// Each of `texts`' ids, encoded without the GIL by this thread and
 /// `threads - 1` pool threads, which take the runs of a `batch::Plan`
 /// (long texts cut into pieces, the largest runs first) in turn, each with
@@ -528,11 +541,7 @@ fn encode_texts(
     threads: usize,
     first: impl FnOnce() -> PyResult<()>,
 ) -> PyResult<Vec<Vec<Rank>>> {
-    let workers = if threads > 1 { Some(guard(|| crate::threads::pool(threads - 1))?) } else { None };
-    // The calling thread is one of the call's threads but no pool thread, so
-    // `Encoder::memo` cannot count it: counted here, so that the first memo
-    // taken shares the pool's table too.
-    enc.cache().expect(threads);
+    let workers = guard(|| call_workers(enc, threads))?;
     let plan = batch::Plan::new(texts, threads, |text, bytes| pieces::cut_for(enc, allowed, text, bytes));
     let ids = batch::run_batch(
         &plan.order,
