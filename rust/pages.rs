@@ -1,6 +1,7 @@
 //! Advice to the kernel about fresh buffers' pages: mapping them in one call
 //! (`map_for_writing`), and huge pages for tables probed at random
-//! (`advise_huge`).
+//! (`advise_huge`); and long runs of ids appended with streaming stores
+//! (`append_streaming`).
 //!
 //! The ids of a long text are written once, from start to end, into a
 //! buffer that is fresh memory in a call that finds no freed memory to
@@ -64,9 +65,87 @@ pub fn advise_huge(ptr: *mut u8, len: usize) {
     let _ = (ptr, len);
 }
 
+/// Appends `ids` to `out`. Long runs (`MIN_STREAM` bytes and more) are
+/// copied with non-temporal stores where the CPU has them (x86-64): the
+/// destination's cache lines are written whole, not read first, and the
+/// copy does not push the encoder's tables out of the cache. `encode_files`
+/// hands every piece's ids to its output so (docs/dev/performance.md,
+/// "The output copied with streaming stores").
+pub fn append_streaming(out: &mut Vec<u32>, ids: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::mem::size_of_val(ids) >= MIN_STREAM {
+        out.reserve(ids.len());
+        let len = out.len();
+        // SAFETY: `out` has room for `ids.len()` more after `len` (reserved
+        // above); `stream_copy` writes exactly those, then they are counted.
+        unsafe {
+            stream_copy(ids, out.as_mut_ptr().add(len));
+            out.set_len(len + ids.len());
+        }
+        return;
+    }
+    out.extend_from_slice(ids);
+}
+
+/// Copies shorter than this take the ordinary copy (the fence and the
+/// alignment are not worth it for a few pages).
+const MIN_STREAM: usize = 1 << 16;
+
+/// Copies `src` to `dst` (room for `src.len()` values, not overlapping it):
+/// 4-byte values up to a 16-byte boundary of `dst`, then 16 bytes at a time
+/// with `movntdq` (SSE2, on every x86-64), then the rest, then a fence so
+/// that the stores are visible before anything after it.
+///
+/// # Safety
+/// `dst` must be valid for writing `src.len()` values that do not overlap
+/// `src`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn stream_copy(src: &[u32], dst: *mut u32) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    let n = src.len();
+    let head = ((16 - (dst as usize & 15)) & 15) / 4;
+    let head = head.min(n);
+    // SAFETY: every index written is below `n` (the caller's room); `dst + head`
+    // is 16-byte aligned for the streaming stores (4-byte values, so `dst` is
+    // 4-byte aligned and the head is whole values).
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, head);
+        let mut i = head;
+        while i + 4 <= n {
+            let v = _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i);
+            _mm_stream_si128(dst.add(i) as *mut __m128i, v);
+            i += 4;
+        }
+        std::ptr::copy_nonoverlapping(src.as_ptr().add(i), dst.add(i), n - i);
+        _mm_sfence();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The streaming append gives what `extend_from_slice` gives, for runs
+    /// below and above `MIN_STREAM`, whatever the destination's alignment
+    /// (the head before a 16-byte boundary, the tail after the last 16
+    /// bytes), into a vector with room and one that must grow.
+    #[test]
+    fn streaming_append_is_extend() {
+        let n = MIN_STREAM / 4;
+        for len in [0, 1, 3, 5, n - 1, n, n + 1, n + 2, n + 3, 3 * n + 7] {
+            for before in 0..5 {
+                let ids: Vec<u32> = (0..len as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+                for room in [0, len + before] {
+                    let mut want: Vec<u32> = (0..before as u32).collect();
+                    want.extend_from_slice(&ids);
+                    let mut got: Vec<u32> = Vec::with_capacity(room);
+                    got.extend(0..before as u32);
+                    append_streaming(&mut got, &ids);
+                    assert_eq!(got, want, "{len} ids after {before}, room {room}");
+                }
+            }
+        }
+    }
 
     /// Mapping keeps what the buffer holds, whatever its alignment and
     /// length, and the buffer stays writable.

@@ -127,32 +127,43 @@ fn latin1(units: &[u8]) -> String {
 /// None if a surrogate is present (UCS-2 data never holds a valid pair:
 /// a str with characters past U+FFFF is UCS-4).
 ///
-/// The surrogates are looked for, and the UTF-8 length counted, in one pass
-/// of our own (simdutf's check would accept a high surrogate followed by a
-/// low one as a pair, where in a str they are two code points, which have
-/// no UTF-8): in blocks, with 16-bit counters and masks rather than
-/// comparisons (SSE2 compares 16-bit lanes signed only), so that the loop
-/// is vectorised 8 units at a time, 2x faster than with u32 counters.
+/// A block of units at a time, small enough to stay in the L1 cache: its
+/// surrogates looked for by a loop of our own (simdutf's check would accept
+/// a high surrogate followed by a low one as a pair, where in a str they
+/// are two code points, which have no UTF-8; 16-bit masks, so that it is
+/// vectorised), then the block converted while it is still in the cache,
+/// into room for the worst case (3 bytes a unit; only the bytes written are
+/// ever touched). A pass over the whole str that looked for surrogates and
+/// counted the exact length, then the conversion, read the units from
+/// memory twice (docs/dev/performance.md, "str to UTF-8").
 fn ucs2(units: &[u16]) -> Option<String> {
-    let (mut surrogates, mut len) = (false, units.len());
-    for block in units.chunks(1 << 12) {
-        let (mut s, mut n) = (0u16, 0u16);
-        for &u in block {
-            s |= (u & 0xF800 == 0xD800) as u16;
-            n += (u & 0xFF80 != 0) as u16 + (u & 0xF800 != 0) as u16;
-        }
-        surrogates |= s != 0;
-        len += n as usize;
-    }
-    if surrogates {
-        return None;
-    }
-    // SAFETY: surrogate-free UCS-2 is valid UTF-16 (native byte order, as
-    // the str holds it), whose UTF-8 is the `len` bytes counted above.
-    let text = unsafe { written(len, |out| simdutf::convert_valid_utf16_to_utf8(units.as_ptr(), units.len(), out)) };
-    assert_eq!(text.len(), len, "UCS-2 to UTF-8: length");
-    Some(text)
+    let mut surrogate = false;
+    // SAFETY: every block converted is surrogate-free UCS-2, which is valid
+    // UTF-16 (native byte order, as the str holds it) and never cut inside
+    // a pair (it has none); its UTF-8 takes at most 3 bytes a unit, so the
+    // blocks' UTF-8 fits the room, one after the other.
+    let text = unsafe {
+        written(3 * units.len(), |out| {
+            let mut n = 0;
+            for block in units.chunks(UCS2_BLOCK) {
+                let mut s = 0u16;
+                for &u in block {
+                    s |= (u & 0xF800 == 0xD800) as u16;
+                }
+                if s != 0 {
+                    surrogate = true;
+                    return 0;
+                }
+                n += simdutf::convert_valid_utf16_to_utf8(block.as_ptr(), block.len(), out.add(n));
+            }
+            n
+        })
+    };
+    (!surrogate).then_some(text)
 }
+
+/// Units a block of [`ucs2`] (16 KiB of them, and at most 24 KiB of UTF-8).
+const UCS2_BLOCK: usize = 1 << 13;
 
 /// None if a surrogate is present (simdutf's conversion refuses them).
 ///

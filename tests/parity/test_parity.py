@@ -230,9 +230,10 @@ def test_long_strings_of_every_kind(name, k):
 @pytest.mark.parametrize("tail", ["é", "ÿé", "Ж", "日本", "€", "Жé€", "🙂", "a"])
 @pytest.mark.parametrize("body", ["é" * 5000, "ab ÿ" * 1500, "日本語 " * 1500, "Жизнь" * 1000, "x" * 4095 + "Ж"])
 def test_the_core_utf8_at_exact_length(body, tail):
-    """The core makes the UTF-8 of a long latin-1 or UCS-2 str in a buffer of
-    exactly its length (rust/py/text.rs): texts made only of 2- and 3-byte
-    characters, and texts that end in one, encode to the ids of their
+    """The core makes the UTF-8 of a long latin-1 or UCS-2 str itself
+    (rust/py/text.rs; latin-1 into a buffer of exactly its length, UCS-2 a
+    block at a time into room for the worst case): texts made only of 2- and
+    3-byte characters, and texts that end in one, encode to the ids of their
     UTF-8 (tiktoken's) and decode back to themselves."""
     ours, theirs = pair("cl100k_base")
     text = body + tail
@@ -240,6 +241,25 @@ def test_the_core_utf8_at_exact_length(body, tail):
     assert ours.encode_ordinary(text) == want
     assert ours.encode_to_numpy(text).tolist() == want
     assert ours.decode(want) == text
+
+
+@pytest.mark.parametrize("at", [0, 8191, 8192, 8193, 20000, -1])
+def test_one_surrogate_in_any_block_of_a_ucs2_str(at):
+    """The core converts a UCS-2 str a block of 8192 units at a time,
+    looking for surrogates in each block before converting it: one lone
+    surrogate anywhere, the first unit, either side of a block's end or the
+    last unit of a str of four blocks, sends the whole str to the replacing
+    path (tiktoken's ids), with nothing of the blocks before it kept."""
+    ours, theirs = pair("cl100k_base")
+    units = list(("Жизнь ’quoted’ " * 2000)[:30000])
+    units[at] = "\udc00"
+    text = "".join(units)
+    want = expected_ordinary("cl100k_base", text)
+    assert ours.encode_ordinary(text) == want
+    assert ours.encode_to_numpy(text).tolist() == want
+    assert ours.encode(text, num_threads=2) == want
+    clean = text.replace("\udc00", "x")
+    assert ours.encode_to_numpy(clean).tolist() == theirs.encode_ordinary(clean)
 
 
 @settings(max_examples=EXAMPLES // 20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

@@ -208,7 +208,7 @@ impl Sink for Collect {
             let end = self.ids.as_mut_ptr_range().end as *mut u8;
             crate::pages::map_for_writing(end, std::mem::size_of_val(ids));
         }
-        self.ids.extend_from_slice(ids);
+        crate::pages::append_streaming(&mut self.ids, ids);
         Ok(())
     }
 }
