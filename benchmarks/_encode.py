@@ -23,9 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -171,6 +174,7 @@ def encode_section(args, corp: dict, anchors: list[str], results: dict) -> None:
             s["name"]: reference_digest(enc, s["timed"], env, args.timeout) for s in slices_for(None, enc, slices)}
         single_thread(args, enc, tools, slices, env, by_tool, refs)
         extras(args, enc, tools, slices[0], env, by_tool)
+        machine_ceiling(args, enc, slices[0], env, by_tool)
     results["encode_corpora"] = [s["name"] for s in slices]
     encodings = [e for e in have if e in MAIN_ENCODINGS]
     files_row(args, corp, tools, encodings, env, results)
@@ -354,6 +358,76 @@ def extras(args, enc: str, tools: list[str], first: dict, env: dict, by_tool: di
         by_tool[t]["short"] = merged.get("short")
         if t == "bpe":
             by_tool[t]["batch_scaling"] = paired_scaling(done, first["name"])
+
+
+def machine_ceiling(args, enc: str, first: dict, env: dict, by_tool: dict) -> None:
+    """What this machine's CPUs give together, beside our batch ratio: our
+    one-thread call (the ratio's denominator) timed alone on one CPU, and as
+    ``--threads`` copies at once, each pinned to its own CPU (`_worker.alongside`),
+    each after a warm-up on the warm-up slice. The ceiling is the sum over
+    the copies of (time alone / time alongside): ``threads`` on an ideal
+    machine, less where the CPUs share a core, caches, memory or a host. The
+    rounds alternate which comes first; the median round is reported."""
+    ours = by_tool.get("bpe") or {}
+    threads = args.threads
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if ours.get("status") != "ok" or threads < 2 or len(cpus) < threads:
+        return
+    calls = 5
+
+    def at_once(which: list[int]) -> list[dict]:
+        sync = tempfile.mkdtemp(prefix="bench-alongside-")
+        out: list[dict] = [{}] * len(which)
+
+        def one(k: int) -> None:
+            job = {"kind": "alongside", "tool": "bpe", "encoding": enc, "text": str(first["timed"]),
+                   "warmup": str(first["warmup"]), "cpus": [which[k]], "calls": calls, "sync": sync,
+                   "wait_s": args.timeout}
+            out[k] = run_job(job, args.timeout, dict(env, RAYON_NUM_THREADS="1"))
+
+        ts = [threading.Thread(target=one, args=(k,)) for k in range(len(which))]
+        for t in ts:
+            t.start()
+        try:
+            # Every copy loaded and warmed: the gap is twice the slowest's
+            # warm-up and call, so that no copy's call starts late.
+            # (A copy that failed first sends the others off at once: the
+            # round is reported as its error.)
+            while True:
+                ready = [f for f in os.listdir(sync) if f.startswith("ready.") and not f.endswith(".tmp")]
+                failed = any(not t.is_alive() for t in ts)
+                if len(ready) == len(which) or failed:
+                    slowest = max([float(Path(sync, f).read_text()) for f in ready] + [0.0])
+                    Path(sync, "go.tmp").write_text(f"{time.time() + 0.2} {2 * slowest + 0.05}")
+                    os.replace(Path(sync, "go.tmp"), Path(sync, "go"))
+                    break
+                time.sleep(0.01)
+            for t in ts:
+                t.join()
+        finally:
+            shutil.rmtree(sync, ignore_errors=True)
+        return out
+
+    rounds = []
+    for round_ in range(max(1, args.repeats)):
+        order = ("alone", "together") if round_ % 2 == 0 else ("together", "alone")
+        got = {}
+        for what in order:
+            got[what] = at_once([cpus[-1]] if what == "alone" else cpus[:threads])
+        runs = got["alone"] + got["together"]
+        bad = next((r for r in runs if r.get("status") != "ok"), None)
+        if bad is not None:
+            ours["ceiling"] = {"error": f"{bad.get('status')}: {bad.get('error')}"}
+            return
+        alone = statistics.median(got["alone"][0]["walls"])
+        each = [statistics.median(r["walls"]) for r in got["together"]]
+        rounds.append({"ceiling": sum(alone / w for w in each), "alone_s": alone, "together_s": each,
+                       "late_s": max(r.get("late_s", 0.0) for r in runs)})
+        print(f"  {enc} round {round_ + 1}/{max(1, args.repeats)} machine: {threads} one-thread calls at once "
+              f"give {rounds[-1]['ceiling']:.2f}x one", flush=True)
+    ceilings = [r["ceiling"] for r in rounds]
+    ours["ceiling"] = {"median": statistics.median(ceilings), "rounds": rounds, "threads": threads,
+                       "cpus": cpus[:threads]}
 
 
 def paired_scaling(rounds: list[dict], corpus: str) -> dict | None:
@@ -687,6 +761,14 @@ def batch_table(results: dict) -> str:
             rows.append([enc, f"bpe: batch / one thread (median of {scaling.get('n', len(scaling['ratios']))} "
                               f"timings in alternation; each round's median)", "",
                          fmt(scaling["median"]) + f"× ({each})", "", "", ""])
+        ceiling = (by_tool.get("bpe") or {}).get("ceiling")
+        if ceiling and "median" in ceiling:
+            each = ", ".join(f"{r['ceiling']:.2f}" for r in ceiling["rounds"])
+            rows.append([enc, f"this machine: {ceiling['threads']} of our one-thread calls at once, each on its "
+                              f"own CPU, against one alone (the ratio's ceiling; each round)", "",
+                         fmt(ceiling["median"]) + f"× ({each})", "", "", ""])
+        elif ceiling:
+            rows.append([enc, "this machine: one-thread calls at once", "", f"error: {ceiling['error']}", "", "", ""])
     if not rows:
         return ""
     return f"### Encoding, batch ({first}, ~1,000 documents)\n\n" + md_table(
@@ -863,6 +945,16 @@ def ids_target(results: dict, enc: str) -> tuple[str, str, str]:
             f"{len(checked)} checked" + (f"; differ: {', '.join(bad)}" if bad else ""))
 
 
+def _ceiling_note(ours: dict) -> str:
+    """What the machine's CPUs gave together (`machine_ceiling`), for the
+    batch verdict: a ratio is read against it."""
+    c = ours.get("ceiling") or {}
+    if "median" not in c:
+        return ""
+    return (f"; this machine's {c['threads']} CPUs gave {c['median']:.2f}× one "
+            f"({c['threads']} one-thread calls at once against one alone)")
+
+
 def extras_targets(results: dict, enc: str, ours: dict) -> list[tuple[str, str, str]]:
     first = (results.get("encode_corpora") or [None])[0]
     by = results.get("encode", {}).get(enc, {})
@@ -874,7 +966,8 @@ def extras_targets(results: dict, enc: str, ours: dict) -> list[tuple[str, str, 
         each = ", ".join(f"{x:.2f}" for x in scaling["ratios"])
         out.append(("PASS" if q >= 1.8 else "FAIL", name,
                     f"{q:.2f}× (median of {scaling.get('n', len(scaling['ratios']))} alternated timings of batch "
-                    f"and one thread; each round's median: {each}; {ob.get('threads')} threads)"))
+                    f"and one thread; each round's median: {each}; {ob.get('threads')} threads)"
+                    + _ceiling_note(ours)))
     else:
         out.append(("SKIP", name, "not measured"))
     for meth in ("encode", "encode_ordinary"):

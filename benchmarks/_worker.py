@@ -22,6 +22,11 @@ Jobs:
       one encode_files (or encode_batch) call on a large file, N threads.
   {"kind": "digest", "encoding": ..., "file": ...}
       tiktoken's ids of a file as a fingerprint: the reference for the ids checks.
+  {"kind": "alongside", "tool": ..., "encoding": ..., "text": path, "warmup": path, "cpus": [c],
+   "calls": n, "sync": folder}
+      the one-thread call timed n times, pinned to one CPU, in step with
+      other copies (through ``sync``): several at once, one per CPU, measure
+      what the machine's CPUs give together (the batch ratio's ceiling).
 """
 
 from __future__ import annotations
@@ -737,13 +742,69 @@ def extras(job: dict) -> dict:
     return out
 
 
+def alongside(job: dict) -> dict:
+    """The one-thread call of the batch ratio (``primary``, as in
+    ``alternations``), timed ``calls`` times on one pinned CPU, each after the
+    cache is emptied and warmed on ``warmup``. Run alone, and as one of
+    several copies at once, each on its own CPU, it tells what the machine's
+    CPUs give together when each runs the same work as one: the most a batch
+    on those CPUs could gain over one thread.
+
+    The copies keep in step through the folder ``sync``: each, once loaded,
+    times one warm-up and call and writes it to ``ready.<cpu>``; the driver
+    then writes ``go`` (a wall-clock start and a gap longer than any copy's
+    warm-up and call), and the i-th timed call of every copy starts at
+    ``start + i * gap``."""
+    cpus = pin(job.get("cpus"))
+    a, _ = built(job)
+    if importlib.util.find_spec("numpy"):
+        import numpy  # noqa: F401
+    fn = a.primary()
+    text = a.prepare(read_text(job["text"]))
+    warm = a.prepare(read_text(job["warmup"])) if job.get("warmup") else None
+
+    def before():
+        if warm is not None and a.clear_cache is not None:
+            a.clear_cache()
+            fn(warm)
+
+    t0 = time.perf_counter()
+    before()
+    fn(text)
+    sync = job["sync"]
+    me = os.path.join(sync, f"ready.{cpus[0] if cpus else os.getpid()}")
+    with open(me + ".tmp", "w") as f:
+        f.write(str(time.perf_counter() - t0))
+    os.replace(me + ".tmp", me)
+    go = os.path.join(sync, "go")
+    deadline = time.time() + job.get("wait_s", 300)
+    while not os.path.exists(go):
+        if time.time() > deadline:
+            raise RuntimeError("the other copies never got ready")
+        time.sleep(0.01)
+    with open(go) as f:
+        start, gap = map(float, f.read().split())
+    walls, kept, late = [], None, 0.0
+    for i in range(job["calls"]):
+        before()
+        at = start + i * gap
+        late = max(late, time.time() - at)
+        while time.time() < at:
+            pass  # a busy wait: a sleeping CPU may wake slower than a busy one
+        kept, w, _ = timed(fn, text)
+        walls.append(w)
+    del kept
+    return {"walls": walls, "cpus": cpus, "late_s": late}
+
+
 # --------------------------------------------------------------------------
 
 
 def main() -> None:
     job = json.loads(sys.argv[1])
     try:
-        kinds = {"train": train, "single": single, "extras": extras, "files": files, "digest": digest}
+        kinds = {"train": train, "single": single, "extras": extras, "files": files, "digest": digest,
+                 "alongside": alongside}
         if job["kind"] not in kinds:
             raise ValueError(f"unknown job kind {job['kind']!r}")
         result = kinds[job["kind"]](job)

@@ -86,6 +86,13 @@ def test_quick_run_writes_expected_rows(tmp_path):
     assert q == pytest.approx(statistics.median(pairs)) == pytest.approx(ours["batch_scaling"]["median"])
     (batch_target,) = [t for t in res["targets"] if t[1].startswith("encode_batch cl100k_base 2 threads")]
     assert batch_target[0] == ("PASS" if q >= 1.8 else "FAIL") and f"{q:.2f}×" in batch_target[2]
+    # Beside it, what the machine's two CPUs gave: two copies of the
+    # one-thread call at once against one alone.
+    ceiling = ours["ceiling"]
+    (r,) = ceiling["rounds"]
+    assert ceiling["threads"] == 2 and len(r["together_s"]) == 2 and r["alone_s"] > 0
+    assert ceiling["median"] == pytest.approx(sum(r["alone_s"] / w for w in r["together_s"]))
+    assert f"CPUs gave {ceiling['median']:.2f}× one" in batch_target[2]
     # The chart needs matplotlib (benchmarks/requirements.txt), which the test
     # extra does not install: then no chart is written, and that is all.
     import importlib.util
@@ -151,6 +158,50 @@ def test_batch_scaling_pairs_the_figures_of_each_round():
     assert scaling["median"] == pytest.approx(1.775) and scaling["n"] == 6
     # A round whose batch failed gives no ratio; none at all gives None.
     assert run.paired_scaling([{"corpora": {"c": {"one": {"mb_s": 1.0}, "batch": {"error": "x"}}}}], "c") is None
+
+
+def test_the_machine_ceiling_sums_each_cpus_share(monkeypatch):
+    """`machine_ceiling`: per round, the one-thread call alone and as one copy
+    per CPU at once; the ceiling is the sum of (alone / alongside), and the
+    rounds alternate which is timed first."""
+    import argparse
+    import os
+
+    import _encode
+
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    order = []
+
+    def fake_run_job(job, timeout, env):
+        assert job["kind"] == "alongside" and env["RAYON_NUM_THREADS"] == "1"
+        (cpu,) = job["cpus"]
+        # The driver sends the copies off once every copy is ready.
+        ready = os.path.join(job["sync"], f"ready.{cpu}")
+        with open(ready + ".tmp", "w") as f:
+            f.write("0.01")
+        os.replace(ready + ".tmp", ready)
+        while not os.path.exists(os.path.join(job["sync"], "go")):
+            pass
+        order.append(cpu)
+        alone = len(os.listdir(job["sync"])) == 2  # ready.<cpu> and go
+        return {"status": "ok", "walls": [1.0 if alone else (1.25 if cpu == 0 else 1.0)] * job["calls"]}
+
+    monkeypatch.setattr(_encode, "run_job", fake_run_job)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    by_tool = {"bpe": {"status": "ok"}}
+    args = argparse.Namespace(threads=2, repeats=2, timeout=30)
+    _encode.machine_ceiling(args, "cl100k_base", {"timed": "t", "warmup": "w"}, {}, by_tool)
+    c = by_tool["bpe"]["ceiling"]
+    assert c["median"] == pytest.approx(1 / 1.25 + 1) and c["threads"] == 2 and len(c["rounds"]) == 2
+    assert order[0] == 1 and sorted(order[1:3]) == [0, 1] and sorted(order[3:5]) == [0, 1] and order[5] == 1
+    note = _encode._ceiling_note(by_tool["bpe"])
+    assert "2 CPUs gave 1.80× one" in note
+    # A copy that fails makes the round an error, not a hang.
+    monkeypatch.setattr(_encode, "run_job", lambda job, timeout, env: {"status": "error", "error": "boom"})
+    by_tool = {"bpe": {"status": "ok"}}
+    _encode.machine_ceiling(args, "cl100k_base", {"timed": "t", "warmup": "w"}, {}, by_tool)
+    assert by_tool["bpe"]["ceiling"] == {"error": "error: boom"} and _encode._ceiling_note(by_tool["bpe"]) == ""
 
 
 def test_one_thread_figures_are_the_best_round():
