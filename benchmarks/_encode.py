@@ -389,8 +389,9 @@ def machine_ceiling(args, enc: str, first: dict, env: dict, by_tool: dict) -> No
         for t in ts:
             t.start()
         try:
-            # Every copy loaded and warmed: the gap is twice the slowest's
-            # warm-up and call, so that no copy's call starts late.
+            # Every copy loaded and warmed: the first call starts after one
+            # more of the slowest's warm-up and call, and the gap is twice
+            # that, so that no copy's call starts late.
             # (A copy that failed first sends the others off at once: the
             # round is reported as its error.)
             while True:
@@ -398,7 +399,7 @@ def machine_ceiling(args, enc: str, first: dict, env: dict, by_tool: dict) -> No
                 failed = any(not t.is_alive() for t in ts)
                 if len(ready) == len(which) or failed:
                     slowest = max([float(Path(sync, f).read_text()) for f in ready] + [0.0])
-                    Path(sync, "go.tmp").write_text(f"{time.time() + 0.2} {2 * slowest + 0.05}")
+                    Path(sync, "go.tmp").write_text(f"{time.time() + slowest + 0.05} {2 * slowest + 0.05}")
                     os.replace(Path(sync, "go.tmp"), Path(sync, "go"))
                     break
                 time.sleep(0.01)
@@ -412,8 +413,10 @@ def machine_ceiling(args, enc: str, first: dict, env: dict, by_tool: dict) -> No
     for round_ in range(max(1, args.repeats)):
         order = ("alone", "together") if round_ % 2 == 0 else ("together", "alone")
         got = {}
+        # Alone: on the CPU the one-thread rows are pinned to.
+        lone = args.pin_cpu if args.pin_cpu in cpus else cpus[-1]
         for what in order:
-            got[what] = at_once([cpus[-1]] if what == "alone" else cpus[:threads])
+            got[what] = at_once([lone] if what == "alone" else cpus[:threads])
         runs = got["alone"] + got["together"]
         bad = next((r for r in runs if r.get("status") != "ok"), None)
         if bad is not None:

@@ -190,7 +190,7 @@ def test_the_machine_ceiling_sums_each_cpus_share(monkeypatch):
     monkeypatch.setattr(_encode, "run_job", fake_run_job)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     by_tool = {"bpe": {"status": "ok"}}
-    args = argparse.Namespace(threads=2, repeats=2, timeout=30)
+    args = argparse.Namespace(threads=2, repeats=2, timeout=30, pin_cpu=1)
     _encode.machine_ceiling(args, "cl100k_base", {"timed": "t", "warmup": "w"}, {}, by_tool)
     c = by_tool["bpe"]["ceiling"]
     assert c["median"] == pytest.approx(1 / 1.25 + 1) and c["threads"] == 2 and len(c["rounds"]) == 2
