@@ -6,6 +6,7 @@
 //! Measurements: docs/dev/performance.md, "The hot loop".
 
 use super::memo::Memo;
+use super::waiting::Waiting;
 use super::Encoder;
 use crate::vocab::{pack, Rank, NONE};
 
@@ -90,7 +91,13 @@ impl Encoder {
     /// is merged, and put in the table); without, `encode_unseen`. Returns
     /// whether it was found (then it goes in the front table too).
     #[inline(always)]
-    fn encode_seen(&self, chunk: &[u8], key: u128, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<bool, String> {
+    pub(super) fn encode_seen(
+        &self,
+        chunk: &[u8],
+        key: u128,
+        memo: &mut Memo,
+        out: &mut Vec<Rank>,
+    ) -> Result<bool, String> {
         if !memo.has_table() {
             return self.encode_unseen(chunk, memo, out);
         }
@@ -141,9 +148,13 @@ impl Encoder {
     /// length. Chunks of 1-2 bytes go through the short table too: taking
     /// the vocabulary's flat tables, they made the branch on the length the
     /// loop's most mispredicted one (docs/dev/performance.md, "The hot loop").
-    fn encode_with_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
+    pub(super) fn encode_with_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
         let mut err = None;
         let bytes = text.as_bytes();
+        // Chunks of 8 to 15 bytes the front table missed wait for their
+        // look-up in the seen table (`waiting.rs`).
+        let late = memo.has_table();
+        let mut waiting = Waiting::new();
         // Always inlined into the lexer's loop: left to the compiler, this
         // was a call per chunk that saved and restored six registers.
         self.splitter.for_each_chunk(
@@ -152,6 +163,12 @@ impl Encoder {
             |chunk| {
                 if err.is_some() {
                     return;
+                }
+                if out.len() >= waiting.due {
+                    if let Err(e) = self.look_up_due(bytes, memo, &mut waiting, out) {
+                        err = Some(e);
+                        return;
+                    }
                 }
                 let chunk = chunk.as_bytes();
                 let done = if (1..=7).contains(&chunk.len()) {
@@ -175,12 +192,16 @@ impl Encoder {
                         push_ids(out, ids, n);
                         return;
                     }
-                    let start = out.len();
-                    let done = self.encode_seen(chunk, key, memo, out);
-                    if done == Ok(true) {
-                        memo.front_put(slot, key, &out[start..]);
+                    if late {
+                        self.wait(bytes, chunk, key, slot, memo, &mut waiting, out).map(|()| false)
+                    } else {
+                        let start = out.len();
+                        let done = self.encode_seen(chunk, key, memo, out);
+                        if done == Ok(true) {
+                            memo.front_put(slot, key, &out[start..]);
+                        }
+                        done
                     }
-                    done
                 } else {
                     self.encode_unseen(chunk, memo, out)
                 };
@@ -189,11 +210,14 @@ impl Encoder {
                 }
             },
         )?;
-        err.map_or(Ok(()), Err)
+        if let Some(e) = err {
+            return Err(e);
+        }
+        self.look_up_all(bytes, memo, &mut waiting, out)
     }
 
     /// [`Encoder::encode_ordinary_into`] without the front table.
-    fn encode_without_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
+    pub(super) fn encode_without_front(&self, text: &str, memo: &mut Memo, out: &mut Vec<Rank>) -> Result<(), String> {
         let mut err = None;
         self.splitter.for_each_chunk(
             text,

@@ -37,6 +37,7 @@ mod pool;
 mod table;
 mod shared;
 mod front;
+mod waiting;
 mod extra;
 mod superword;
 mod events;

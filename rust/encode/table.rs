@@ -201,6 +201,20 @@ impl Table {
         }
     }
 
+    /// Asks the CPU to bring `key`'s first entry into the cache (a hint; a
+    /// no-op off x86-64), for a look-up a few chunks later (`waiting.rs`).
+    #[inline(always)]
+    pub fn prefetch(&self, key: u128) {
+        let e = &self.entries[home(key, self.shift)];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults, and `e` is a valid reference.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(e as *const Entry as *const i8)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = e;
+    }
+
     /// Puts `key` -> `ids` (a chunk not held: `push` said so). A full table
     /// first doubles, if that pays and its entries would stay within
     /// `max_bytes`, else is reset to `seed`.
@@ -307,6 +321,14 @@ impl super::Memo {
     #[inline(always)]
     pub fn table_push(&mut self, key: u128, out: &mut Vec<Rank>) -> bool {
         self.table.as_mut().is_some_and(|t| t.push(key, out))
+    }
+
+    /// Prefetches `key`'s entry in the seen table (made).
+    #[inline(always)]
+    pub fn table_prefetch(&self, key: u128) {
+        if let Some(t) = self.table.as_ref() {
+            t.prefetch(key);
+        }
     }
 
     /// Puts a merged chunk's `key` -> `ids` in the seen table (made), which
