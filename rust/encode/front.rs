@@ -165,7 +165,7 @@ impl Encoder {
                     return;
                 }
                 if out.len() >= waiting.due {
-                    if let Err(e) = self.look_up_due(bytes, memo, &mut waiting, out) {
+                    if let Err(e) = self.look_up_waiting(bytes, memo, &mut waiting, out, false) {
                         err = Some(e);
                         return;
                     }
@@ -213,7 +213,7 @@ impl Encoder {
         if let Some(e) = err {
             return Err(e);
         }
-        self.look_up_all(bytes, memo, &mut waiting, out)
+        self.look_up_waiting(bytes, memo, &mut waiting, out, true)
     }
 
     /// [`Encoder::encode_ordinary_into`] without the front table.
@@ -252,6 +252,20 @@ pub(super) fn push_ids<const N: usize>(out: &mut Vec<Rank>, ids: &[Rank; N], n: 
         let end = out.as_mut_ptr().add(out.len());
         std::ptr::copy_nonoverlapping(ids.as_ptr(), end, N);
         out.set_len(out.len() + n);
+    }
+}
+
+/// The ids of `text` without the front tables (a fresh memo), checked
+/// against chunk-by-chunk encoding: what the tests of the tables compare with.
+#[cfg(test)]
+impl Encoder {
+    pub(super) fn reference_ids(&self, text: &str) -> Vec<Rank> {
+        let mut plain = vec![];
+        self.encode_without_front(text, &mut Memo::default(), &mut plain).unwrap();
+        let mut chunk_by_chunk = vec![];
+        self.splitter.for_each_chunk(text, |c| self.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
+        assert_eq!(plain, chunk_by_chunk);
+        plain
     }
 }
 
@@ -317,11 +331,7 @@ mod tests {
                 text.push_str(letters[(next() % letters.len() as u64) as usize]);
             }
         }
-        let mut plain = vec![];
-        enc.encode_without_front(&text, &mut Memo::default(), &mut plain).unwrap();
-        let mut chunk_by_chunk = vec![];
-        enc.splitter.for_each_chunk(&text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
-        assert_eq!(plain, chunk_by_chunk);
+        let plain = enc.reference_ids(&text);
         let mut memo = Memo::default();
         memo.ready();
         for round in 0..2 {

@@ -104,32 +104,19 @@ impl Encoder {
         Ok(())
     }
 
-    /// Looks up every waiting chunk whose turn has come (`out` has grown
-    /// `LATE` ids past its placeholder).
+    /// Looks up the waiting chunks whose turn has come (`out` has grown
+    /// `LATE` ids past its placeholder), or, if `all` (at the end of a
+    /// text), every one.
     #[inline(never)]
-    pub(super) fn look_up_due(
+    pub(super) fn look_up_waiting(
         &self,
         text: &[u8],
         memo: &mut Memo,
         w: &mut Waiting,
         out: &mut Vec<Rank>,
+        all: bool,
     ) -> Result<(), String> {
-        while out.len() >= w.due {
-            self.look_up_oldest(text, memo, w, out)?;
-        }
-        Ok(())
-    }
-
-    /// Looks up every waiting chunk (at the end of a text).
-    #[inline(never)]
-    pub(super) fn look_up_all(
-        &self,
-        text: &[u8],
-        memo: &mut Memo,
-        w: &mut Waiting,
-        out: &mut Vec<Rank>,
-    ) -> Result<(), String> {
-        while w.count > 0 {
+        while w.count > 0 && (all || out.len() >= w.due) {
             self.look_up_oldest(text, memo, w, out)?;
         }
         Ok(())
@@ -236,11 +223,7 @@ mod tests {
                 text.push_str(".\n");
             }
         }
-        let mut plain = vec![];
-        enc.encode_without_front(&text, &mut Memo::default(), &mut plain).unwrap();
-        let mut chunk_by_chunk = vec![];
-        enc.splitter.for_each_chunk(&text, |c| enc.encode_chunk(c.as_bytes(), &mut chunk_by_chunk).unwrap()).unwrap();
-        assert_eq!(plain, chunk_by_chunk);
+        let plain = enc.reference_ids(&text);
         let mut memo = Memo::default();
         enc.ready_memo(&mut memo);
         assert!(memo.has_table());
