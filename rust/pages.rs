@@ -1,7 +1,8 @@
 //! Advice to the kernel about fresh buffers' pages: mapping them in one call
 //! (`map_for_writing`), and huge pages for tables probed at random
-//! (`advise_huge`); and long runs of ids appended with streaming stores
-//! (`append_streaming`).
+//! (`advise_huge`); long runs of ids appended with streaming stores
+//! (`append_streaming`); and a line prefetched for a look-up to come
+//! (`prefetch`).
 //!
 //! The ids of a long text are written once, from start to end, into a
 //! buffer that is fresh memory in a call that finds no freed memory to
@@ -119,6 +120,19 @@ unsafe fn stream_copy(src: &[u32], dst: *mut u32) {
         std::ptr::copy_nonoverlapping(src.as_ptr().add(i), dst.add(i), n - i);
         _mm_sfence();
     }
+}
+
+/// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64): for a
+/// look-up a little later (training's merges, the encoder's seen table).
+#[inline(always)]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and `x` is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 #[cfg(test)]

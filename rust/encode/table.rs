@@ -205,14 +205,7 @@ impl Table {
     /// no-op off x86-64), for a look-up a few chunks later (`waiting.rs`).
     #[inline(always)]
     pub fn prefetch(&self, key: u128) {
-        let e = &self.entries[home(key, self.shift)];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults, and `e` is a valid reference.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(e as *const Entry as *const i8)
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = e;
+        crate::pages::prefetch(&self.entries[home(key, self.shift)]);
     }
 
     /// Puts `key` -> `ids` (a chunk not held: `push` said so). A full table

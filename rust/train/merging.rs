@@ -13,17 +13,7 @@ use super::occurrences::{push_sized, varint_len, Lists, PairInfo, INLINE, IN_ARE
 use super::stretches::{in_stretches, STRETCHES};
 use super::words::{merge_word, new_pairs, pairs_at, Pair, Symbol, Words};
 
-/// Asks the CPU to bring `x` into cache (a hint; a no-op off x86-64).
-#[inline(always)]
-pub(super) fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and `x` is a valid reference.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(x as *const T as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
+pub(super) use crate::pages::prefetch;
 
 /// One learned merge: `left` and `right` become `new`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
